@@ -1,0 +1,33 @@
+# Two commands do all the set-up on a fresh machine with Python 3.11:
+#   make run    create .venv, install, register the kernel, run the batch for all targets
+#   make test   same set-up, then the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+OUT    ?= reports
+TARGETS ?= imx8mp,imx93,imx95
+
+.PHONY: setup run test kernel clean
+
+setup: $(STAMP)
+
+# Re-install when the dependency list or the kernel spec changes (or .venv is missing).
+$(STAMP): pyproject.toml kernels/npu-workbench/kernel.json
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/jupyter kernelspec install kernels/npu-workbench --sys-prefix --name npu-workbench > /dev/null
+	touch $(STAMP)
+
+kernel: $(STAMP)
+	$(BIN)/jupyter kernelspec list
+
+run: $(STAMP)
+	$(BIN)/workbench batch --targets $(TARGETS) --out $(OUT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache

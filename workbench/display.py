@@ -1,0 +1,78 @@
+"""The only module that builds HTML.
+
+Everything is escaped, styled inline and self-contained (no external links), so
+an HTML report can be mailed as one file.  Figures are embedded as base64 PNG.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import io
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+TABLE_STYLE = "border-collapse:collapse;font-family:monospace;font-size:12px;margin:4px 0"
+CELL_STYLE = "border:1px solid #ccc;padding:2px 6px;text-align:right"
+HEAD_STYLE = "border:1px solid #ccc;padding:2px 6px;background:#f0f0f0;text-align:left"
+BAD_STYLE = "background:#fde2e2"
+GOOD_STYLE = "background:#e2f5e2"
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
+          row_styles: Sequence[str] | None = None, caption: str | None = None) -> str:
+    """An escaped HTML table.  ``row_styles`` gives an inline style per row."""
+    out = [f'<table style="{TABLE_STYLE}">']
+    if caption:
+        out.append(f'<caption style="text-align:left;font-weight:bold">{esc(caption)}</caption>')
+    out.append("<tr>" + "".join(f'<th style="{HEAD_STYLE}">{esc(h)}</th>' for h in headers) + "</tr>")
+    for i, row in enumerate(rows):
+        style = row_styles[i] if row_styles and i < len(row_styles) else ""
+        out.append(f'<tr style="{style}">' + "".join(
+            f'<td style="{CELL_STYLE}">{esc(fmt(c))}</td>' for c in row) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def heading(text: str, level: int = 4) -> str:
+    return f'<h{level} style="font-family:sans-serif;margin:6px 0">{esc(text)}</h{level}>'
+
+
+def paragraph(text: str) -> str:
+    return f'<p style="font-family:sans-serif;font-size:12px;margin:2px 0">{esc(text)}</p>'
+
+
+def figure_png(fig: Any, *, dpi: int = 100) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def figure_html(fig: Any, *, alt: str = "figure", dpi: int = 100) -> str:
+    """A matplotlib figure as an inline ``<img>`` (base64 PNG, no external file)."""
+    data = base64.b64encode(figure_png(fig, dpi=dpi)).decode("ascii")
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}"/>'
+
+
+def result_html(result: Any) -> str:
+    """Default rendering of a result: its summary, then its scalar fields as a table."""
+    rows = []
+    for f in dataclasses.fields(result):
+        value = getattr(result, f.name)
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            rows.append((f.name, value))
+        elif isinstance(value, (list, tuple, dict)):
+            rows.append((f.name, f"{type(value).__name__} of {len(value)}"))
+    return (heading(type(result).__name__) + paragraph(result.summary())
+            + table(("field", "value"), rows))

@@ -1,0 +1,60 @@
+"""Errors and warnings raised by the workbench.
+
+Every error says what was expected, what was received, where (file, op index,
+tensor, target or host) and what to do next.  Library code never prints; soft
+problems are ``warnings.warn(..., WorkbenchWarning)``.
+"""
+
+from __future__ import annotations
+
+
+class WorkbenchError(Exception):
+    """Base class of every error the workbench raises on purpose."""
+
+
+class DataError(WorkbenchError, ValueError):
+    """A dataset, image, manifest or split could not be used."""
+
+
+class ModelError(WorkbenchError, ValueError):
+    """A model file is missing, corrupt, of an unsupported format or shape."""
+
+
+class QuantizationError(WorkbenchError):
+    """A quantization recipe could not be applied, or its result breaks the recipe."""
+
+
+class CalibrationError(WorkbenchError, ValueError):
+    """A calibration set cannot be curated as asked."""
+
+
+class EvaluationError(WorkbenchError, ValueError):
+    """A model and a dataset do not fit together for evaluation."""
+
+
+class TargetError(WorkbenchError, ValueError):
+    """An unknown target, or a model a target cannot take."""
+
+
+class PlacementError(WorkbenchError):
+    """Op placement could not be analysed (bad model file, compiler failure)."""
+
+
+class BoardError(WorkbenchError):
+    """A board inventory, SSH connection, deployment or remote run failed."""
+
+
+class HostKeyError(BoardError):
+    """The host key of a board is unknown or has changed."""
+
+
+class BenchmarkParseError(WorkbenchError, ValueError):
+    """``benchmark_model`` output reports a failure or cannot be read."""
+
+
+class BatchError(WorkbenchError):
+    """A papermill batch could not be set up or run."""
+
+
+class WorkbenchWarning(UserWarning):
+    """A soft problem the user should see (small calibration set, per-channel on imx8mp...)."""

@@ -1,0 +1,1 @@
+"""Targets: one declarative table per i.MX NPU."""
