@@ -1,1 +1,33 @@
-"""Targets: one declarative table per i.MX NPU."""
+"""Targets: one declarative table per i.MX NPU.
+
+``get_target("imx93")`` returns a :class:`Target` (frozen data: what the NPU is,
+the delegate library, the BSP/tool version described, sources, the supported op
+set, every op :class:`Constraint` and the model-level checks).  ``list_targets()``
+returns them all.  The tables are plain data; placement analysis lives in
+:mod:`workbench.placement`.
+"""
+
+from __future__ import annotations
+
+from ..errors import TargetError
+from ._constraints import Constraint, Finding, ModelCheck, Reason, Target
+
+TARGET_IDS = ("imx8mp", "imx93", "imx95")
+
+__all__ = ["Constraint", "Finding", "ModelCheck", "Reason", "Target", "TARGET_IDS",
+           "get_target", "list_targets"]
+
+
+def get_target(target: str | Target) -> Target:
+    """The table of one target.  Raises :class:`TargetError` listing the known ids."""
+    if isinstance(target, Target):
+        return target
+    from .._validation import check_choice
+    check_choice("target", target, TARGET_IDS, error=TargetError)
+    import importlib
+    return importlib.import_module(f"{__name__}.{target}").TARGET
+
+
+def list_targets() -> tuple[Target, ...]:
+    """All target tables, in id order."""
+    return tuple(get_target(t) for t in TARGET_IDS)

@@ -1,0 +1,253 @@
+"""The types every target table is made of, and small helpers to write checks.
+
+A :class:`Constraint` is data: an ``id``, a general ``reason`` built from the
+same numbers its check uses, the op types it ``applies_to`` (``None`` = every
+op) and a ``check(graph, op)`` that returns the instance detail
+(``"CONV_2D #3 input is FLOAT32"``) or ``None`` when the op satisfies it.
+Targets evaluate every constraint on every op and keep all violations.
+
+A :class:`ModelCheck` looks at the whole model (full integer, per-channel
+weights, dynamic shapes) and returns its findings as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..models.tflite_graph import OpInfo, TensorInfo, TFLiteGraph
+
+OpCheck = Callable[[TFLiteGraph, OpInfo], "str | None"]
+GraphCheck = Callable[[TFLiteGraph], "tuple[str, ...]"]
+
+INTEGER_DTYPES = frozenset({"INT8", "UINT8", "INT16", "INT32", "INT64"})
+QUANT_DTYPES = frozenset({"INT8", "UINT8"})
+FLOAT_DTYPES = frozenset({"FLOAT32", "FLOAT16", "FLOAT64", "BFLOAT16"})
+
+#: Ops whose input 1 holds weights and input 2 a bias (when present).
+WEIGHTED_OPS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "CONV_3D"})
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One violated constraint on one op: which constraint and the instance detail."""
+
+    constraint: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A rule an op must satisfy to run on the NPU."""
+
+    id: str
+    reason: str
+    check: OpCheck = field(repr=False, compare=False)
+    applies_to: frozenset[str] | None = None
+    source: str = ""
+
+    def applies(self, op: OpInfo) -> bool:
+        return self.applies_to is None or op.type in self.applies_to
+
+    def evaluate(self, graph: TFLiteGraph, op: OpInfo) -> Reason | None:
+        if not self.applies(op):
+            return None
+        detail = self.check(graph, op)
+        return None if detail is None else Reason(self.id, detail)
+
+    def describe_scope(self) -> str:
+        return "all ops" if self.applies_to is None else ", ".join(sorted(self.applies_to))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A model-level observation (quantization, shapes) with its severity."""
+
+    check: str
+    severity: str          # "error" (blocks the NPU path) or "warning" (likely slowdown)
+    detail: str
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """A whole-model check; ``check(graph)`` returns one detail string per problem."""
+
+    id: str
+    reason: str
+    severity: str
+    check: GraphCheck = field(repr=False, compare=False)
+    source: str = ""
+
+    def evaluate(self, graph: TFLiteGraph) -> tuple[Finding, ...]:
+        return tuple(Finding(self.id, self.severity, d) for d in self.check(graph))
+
+
+# --------------------------------------------------------------------------- helpers
+
+def label(op: OpInfo) -> str:
+    """``CONV_2D #3`` - how every detail names an op."""
+    return f"{op.type} #{op.index}"
+
+
+def tensor_at(graph: TFLiteGraph, op: OpInfo, position: int) -> TensorInfo | None:
+    if position >= len(op.inputs):
+        return None
+    return graph.tensor(op.inputs[position])
+
+
+def activations(graph: TFLiteGraph, op: OpInfo) -> list[TensorInfo]:
+    """Non-constant inputs and all outputs: the feature maps of an op."""
+    return [t for t in graph.op_inputs(op) if not t.is_constant] + graph.op_outputs(op)
+
+
+def first(items: Iterable[str | None]) -> str | None:
+    """Join the non-empty details (one constraint may hit several tensors)."""
+    found = [i for i in items if i]
+    return "; ".join(found) if found else None
+
+
+def ops_set(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+def is_float_tensor(t: TensorInfo) -> bool:
+    return t.dtype in FLOAT_DTYPES
+
+
+def non_integer_ops(graph: TFLiteGraph) -> tuple[int, ...]:
+    """Ops with a float feature map (input or output that is not a constant)."""
+    return tuple(op.index for op in graph.ops
+                 if any(is_float_tensor(t) for t in activations(graph, op)))
+
+
+def has_integer_activations(graph: TFLiteGraph) -> bool:
+    """True when at least one op reads or writes an INT8/UINT8 feature map."""
+    return any(t.dtype in QUANT_DTYPES for op in graph.ops for t in activations(graph, op))
+
+
+def dynamic_tensors(graph: TFLiteGraph) -> tuple[str, ...]:
+    """One detail per model input or op tensor whose signature has a -1 dimension."""
+    seen: dict[int, str] = {}
+    for t in graph.input_tensors():
+        if t.is_dynamic:
+            seen[t.index] = f"input '{t.name}' has shape signature {list(t.shape_signature)}"
+    for op in graph.ops:
+        for t in activations(graph, op):
+            if t.index not in seen and t.is_dynamic:
+                seen[t.index] = f"{label(op)} tensor '{t.name}' has shape signature {list(t.shape_signature)}"
+    return tuple(seen.values())
+
+
+def check_dynamic_shapes(graph: TFLiteGraph) -> tuple[str, ...]:
+    found = dynamic_tensors(graph)
+    if not found:
+        return ()
+    return (f"{len(found)} tensor(s) with dynamic dimensions, first: {found[0]}. "
+            "Re-export with a fixed input shape and batch 1.",)
+
+
+def check_full_integer(graph: TFLiteGraph) -> tuple[str, ...]:
+    idx = non_integer_ops(graph)
+    if not idx:
+        return ()
+    ops = [graph.ops[i] for i in idx]
+    listed = ", ".join(label(o) for o in ops[:8]) + (" ..." if len(ops) > 8 else "")
+    return (f"{len(ops)} op(s) with float feature maps: {listed}",)
+
+
+# --------------------------------------------------------------------------- target
+
+@dataclass(frozen=True)
+class Target:
+    """One i.MX NPU as data: what it is, which ops it takes, and the rules it applies."""
+
+    id: str
+    name: str
+    soc: str
+    npu: str
+    delegate: str                        # the library benchmark_model loads
+    runtime: str                         # BSP / tool version the table describes
+    sources: tuple[str, ...]
+    supported_ops: frozenset[str]
+    constraints: tuple[Constraint, ...]
+    model_checks: tuple[ModelCheck, ...]
+    authority: str                       # "vela" or "rule table (predicted)"
+    dtypes: tuple[str, ...] = ("INT8", "UINT8")
+    npu_custom_ops: frozenset[str] = frozenset()   # custom codes already compiled for this NPU
+    recipe: str = "a8w8_pc"              # the quantization recipe to run for this target
+    notes: tuple[str, ...] = ()
+
+    def evaluate_op(self, graph: TFLiteGraph, op: OpInfo) -> tuple[Reason, ...]:
+        """Every violated constraint of ``op`` (empty when the op can run on the NPU)."""
+        if op.type in self.npu_custom_ops:
+            return ()
+        return tuple(r for r in (c.evaluate(graph, op) for c in self.constraints) if r is not None)
+
+    def evaluate_model(self, graph: TFLiteGraph) -> tuple[Finding, ...]:
+        return tuple(f for check in self.model_checks for f in check.evaluate(graph))
+
+    def constraint(self, constraint_id: str) -> Constraint:
+        for c in self.constraints:
+            if c.id == constraint_id:
+                return c
+        raise KeyError(constraint_id)
+
+    def summary(self) -> str:
+        return (f"{self.id}: {self.name} ({self.npu}), {len(self.supported_ops)} ops, "
+                f"{len(self.constraints)} constraints, placement by {self.authority}")
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "name": self.name, "soc": self.soc, "npu": self.npu,
+            "delegate": self.delegate, "runtime": self.runtime, "sources": list(self.sources),
+            "authority": self.authority, "dtypes": list(self.dtypes), "recipe": self.recipe,
+            "supported_ops": sorted(self.supported_ops),
+            "npu_custom_ops": sorted(self.npu_custom_ops),
+            "constraints": [{"id": c.id, "reason": c.reason, "applies_to": (
+                None if c.applies_to is None else sorted(c.applies_to)), "source": c.source}
+                for c in self.constraints],
+            "model_checks": [{"id": m.id, "reason": m.reason, "severity": m.severity,
+                              "source": m.source} for m in self.model_checks],
+            "notes": list(self.notes),
+        }
+
+    def to_markdown(self) -> str:
+        """The generated ``docs/targets/<id>.md`` page (kept in sync by a test)."""
+        def cell(text: str) -> str:
+            return str(text).replace("|", "\\|").replace("\n", " ")
+
+        lines = [
+            f"# {self.id}: {self.name}",
+            "",
+            "<!-- Generated by `workbench targets --docs` from "
+            f"workbench/targets/{self.id}.py. Do not edit by hand. -->",
+            "",
+            "| field | value |",
+            "| --- | --- |",
+            f"| SoC | {cell(self.soc)} |",
+            f"| NPU | {cell(self.npu)} |",
+            f"| delegate | `{cell(self.delegate)}` |",
+            f"| runtime / tool version described | {cell(self.runtime)} |",
+            f"| placement authority | {cell(self.authority)} |",
+            f"| data types | {', '.join(self.dtypes)} |",
+            f"| recipe to run | `{self.recipe}` |",
+            "",
+        ]
+        if self.notes:
+            lines += ["## Notes", ""] + [f"- {n}" for n in self.notes] + [""]
+        lines += ["## Sources", ""] + [f"- {s}" for s in self.sources] + [""]
+        lines += [f"## Operators on the NPU ({len(self.supported_ops)})", "",
+                  ", ".join(sorted(self.supported_ops)), ""]
+        if self.npu_custom_ops:
+            lines += ["Custom ops already compiled for this NPU: "
+                      + ", ".join(f"`{c}`" for c in sorted(self.npu_custom_ops)), ""]
+        lines += [f"## Op constraints ({len(self.constraints)})", "",
+                  "An op runs on the NPU only if it satisfies every constraint that applies to it.",
+                  "", "| id | applies to | reason | source |", "| --- | --- | --- | --- |"]
+        for c in self.constraints:
+            lines.append(f"| `{c.id}` | {cell(c.describe_scope())} | {cell(c.reason)} | {cell(c.source)} |")
+        lines += ["", f"## Model checks ({len(self.model_checks)})", "",
+                  "| id | severity | reason | source |", "| --- | --- | --- | --- |"]
+        for m in self.model_checks:
+            lines.append(f"| `{m.id}` | {m.severity} | {cell(m.reason)} | {cell(m.source)} |")
+        return "\n".join(lines) + "\n"
