@@ -1,0 +1,1 @@
+"""Tests of the board stage (a package, so test module names stay unique)."""

@@ -1,0 +1,181 @@
+"""parse_benchmark_output on every recorded sample: each parses to the numbers it states."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.board.parse import BenchmarkLog, parse_benchmark_output, read_benchmark_log
+from workbench.errors import BenchmarkParseError
+
+from .conftest import FIXTURES
+
+
+def _log(name: str) -> BenchmarkLog:
+    return read_benchmark_log(str(FIXTURES / f"{name}.log"))
+
+
+def test_a1_fully_delegated_vx_log():
+    log = _log("A1")
+    # "Inference timings in us: Init: 12434, First inference: 4625131, Warmup (avg): 4.62513e+06,
+    #  Inference (avg): 2525.59"
+    assert log.init_us == 12434
+    assert log.first_inference_us == 4625131
+    assert log.warmup_avg_us == 4.62513e+06
+    assert log.inference_avg_us == 2525.59
+    # "count=1 curr=4625131" -> only count and curr are stated
+    assert log.warmup.count == 1 and log.warmup.curr == 4625131
+    assert log.warmup.min is None and log.warmup.avg is None and log.warmup.std is None
+    # "count=379 first=2542 curr=2543 min=2471 max=2586 avg=2525.59 std=13"
+    inf = log.inference
+    assert (inf.count, inf.first, inf.curr, inf.min, inf.max, inf.avg, inf.std) == \
+        (379, 2542, 2543, 2471, 2586, 2525.59, 13)
+    assert inf.p5 is None and inf.median is None
+    assert log.initialized_session_ms == 12.434
+    assert log.model_size_mb == 4.27635
+    assert (log.memory_kind, log.memory_init_mb, log.memory_overall_mb) == ("peak", 7.26953, 34.3164)
+    assert log.peak_memory_mb is None
+    assert log.external_delegate_path == "/usr/lib/libvx_delegate.so"
+    assert [(d.name, d.coverage, d.kernels) for d in log.delegates] == [("EXTERNAL", "complete", 1)]
+    # regular-runs summary only, not the initialization section
+    assert [(o.node_type, o.count, o.avg_ms) for o in log.op_summary] == [("Vx Delegate", 1, 2.503)]
+    assert [o.node_type for o in log.init_op_summary] == ["ModifyGraphWithDelegate",
+                                                           "AllocateTensors"]
+    assert [(r.node_type, r.start_ms, r.first_ms, r.avg_ms, r.times_called) for r in log.op_profile] \
+        == [("Vx Delegate", 0.010, 2.509, 2.504, 1)]
+    assert log.op_profile[0].name == "[MobilenetV1/Predictions/Reshape_1]:31"
+    assert log.nodes_executed == 1
+    assert log.cpu_op_rows == ()
+    assert log.npu_share is None  # the VX delegate states no node counts
+
+
+def test_a2_partial_delegation():
+    log = _log("A2")
+    assert (log.init_us, log.first_inference_us, log.inference_avg_us) == (18085, 8416260, 154534)
+    assert log.inference.max == 1752106 and log.inference.std == 254746
+    assert [(d.name, d.coverage, d.kernels) for d in log.delegates] == [("EXTERNAL", "partial", 1)]
+    assert [(o.node_type, o.count, o.avg_ms) for o in log.op_summary] == [
+        ("Vx Delegate", 1, 152.983), ("TFLite_Detection_PostProcess", 1, 1.504)]
+    assert [r.node_type for r in log.cpu_op_rows] == ["TFLite_Detection_PostProcess"]
+    assert log.op_profile[0].name == "[Squeeze, convert_scores]:64"
+
+
+def test_b4_info_prefix_percentiles_and_memory_delta():
+    log = _log("B4")
+    assert (log.init_us, log.first_inference_us) == (5579, 1357602)
+    assert log.warmup_avg_us == 1.3576e+06 and log.inference_avg_us == 1.24027e+06
+    inf = log.inference
+    assert (inf.count, inf.min, inf.max, inf.avg, inf.std) == (50, 1238588, 1252566, 1.24027e+06, 2565)
+    assert (inf.p5, inf.median, inf.p95) == (1238753, 1239807, 1247415)
+    assert (log.warmup.count, log.warmup.median) == (1, 1357602)
+    assert (log.memory_kind, log.memory_init_mb, log.memory_overall_mb) == ("delta", 6.36328, 109.832)
+    assert log.graph == "/usr/share/oob-demo-assets/models/ssd_mobilenet_v2_coco.tflite"
+    # never guesses: nothing about delegates or op profiling is stated
+    assert log.delegates == () and log.op_summary == () and log.op_profile == ()
+    assert log.external_delegate_path is None and log.nodes_executed is None
+
+
+def test_c1_ethosu_node_counts_with_interleaved_dmesg():
+    log = _log("C1")
+    [d] = log.delegates
+    assert (d.name, d.coverage, d.nodes_delegated, d.nodes_total, d.kernels) == \
+        ("EthosuDelegate", "complete", 1, 1, 1)
+    assert log.npu_share == 1.0
+    assert log.inference_avg_us is None and log.init_us is None and log.inference is None
+
+
+def test_logcat_prefixed_lines_parse_the_same():
+    text = (FIXTURES / "A1.log").read_text()
+    prefixed = "\n".join(f"03-14 10:11:12.345  1234  1250 I tflite  : {line}"
+                         for line in text.splitlines())
+    assert parse_benchmark_output(prefixed).to_dict() == _log("A1").to_dict()
+
+
+def test_delegate_line_variants_and_replacing_line():
+    # line forms from benchmark_tflite_model.cc / simple_delegate.cc / TFLite core, as quoted in
+    # npu-facts.md sections 3.1 and 4.2
+    text = "\n".join([
+        "INFO: Though EXTERNAL delegate is explicitly applied, the model graph will not be "
+        "executed by the delegate.",
+        "NeutronDelegate delegate: 66 nodes delegated out of 69 nodes with 2 partitions.",
+        "VERBOSE: Replacing 5 out of 7 node(s) with delegate (TfLiteXNNPackDelegate) node, "
+        "yielding 2 partitions for the whole graph.",
+        "count=5 curr=100 (all same)",
+    ])
+    log = parse_benchmark_output(text)
+    got = [(d.name, d.coverage, d.kernels, d.nodes_delegated, d.nodes_total) for d in log.delegates]
+    assert got == [("EXTERNAL", "none", 0, None, None),
+                   ("NeutronDelegate", "partial", 2, 66, 69),
+                   ("TfLiteXNNPackDelegate", "partial", 2, 5, 7)]
+    assert log.npu_share == 66 / 69
+    assert log.warmup.all_same and log.warmup.count == 5 and log.warmup.curr == 100
+
+
+def test_very_old_average_timings_line():
+    # the TF 1.x form named in benchmark_model-formats.md's line-format facts
+    log = parse_benchmark_output("Average inference timings in us: Warmup: 1.5e+06, Init: 2100, "
+                                 "Inference: 8417")
+    assert (log.warmup_avg_us, log.init_us, log.inference_avg_us) == (1.5e6, 2100, 8417)
+    assert log.first_inference_us is None
+
+
+# failure strings of benchmark_model / external_delegate.cc, quoted in npu-facts.md section 4.2
+@pytest.mark.parametrize("line, phrase", [
+    ("ERROR: Could not open '/tmp/m.tflite'.", "could not be opened"),
+    ("Failed to mmap model /tmp/m.tflite", "model file could not be read"),
+    ("INFO: Unable to load external delegate from : /usr/lib/libvx_delegate.so",
+     "external delegate library could not be loaded"),
+    ("ERROR: Failed to apply EXTERNAL delegate.", "delegate could not be applied"),
+    ("Please specify the name of your TF Lite input file with --graph", "no model was given"),
+    ("Unconsumed cmdline flags: --bogus=1", "rejected flags"),
+    ("ERROR: Disallowed CPU fallback detected.", "fell back to the CPU"),
+])
+def test_failures_raise_with_the_line(line, phrase):
+    text = "INFO: STARTING!\nINFO: Graph: [/tmp/m.tflite]\n" + line + "\n"
+    with pytest.raises(BenchmarkParseError, match=phrase) as info:
+        parse_benchmark_output(text, source="log.txt")
+    assert "line 3" in str(info.value) and "log.txt" in str(info.value)
+
+
+def test_text_without_benchmark_output_is_an_error():
+    with pytest.raises(BenchmarkParseError, match="holds no benchmark_model output"):
+        parse_benchmark_output("hello\nworld\n")
+    with pytest.raises(BenchmarkParseError, match="must be a str"):
+        parse_benchmark_output(b"bytes")  # type: ignore[arg-type]
+
+
+def test_missing_log_file_is_named(tmp_path):
+    with pytest.raises(BenchmarkParseError, match="does not exist"):
+        read_benchmark_log(str(tmp_path / "nope.log"))
+
+
+def test_round_trip_and_html():
+    for name in ("A1", "A2", "B4", "C1"):
+        log = _log(name)
+        again = BenchmarkLog.from_dict(json.loads(log.to_json()))
+        assert again == log
+        html = log._repr_html_()
+        assert "BenchmarkLog" in html and "<script" not in html
+
+
+def test_cli_parse_benchmark_json(capsys):
+    from workbench.cli import main
+    assert main(["parse-benchmark", str(FIXTURES / "A2.log"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("init_us", "first_inference_us", "warmup_avg_us", "inference_avg_us"):
+        assert key in data
+    assert {k: data["inference"][k] for k in ("count", "min", "max", "avg", "std")} == \
+        {"count": 50, "min": 82076, "max": 1752106, "avg": 154534, "std": 254746}
+    assert [(d["name"], d["coverage"], d["kernels"]) for d in data["delegates"]] == \
+        [("EXTERNAL", "partial", 1)]
+    assert [(o["node_type"], o["count"], o["avg_ms"]) for o in data["op_summary"]] == \
+        [("Vx Delegate", 1, 152.983), ("TFLite_Detection_PostProcess", 1, 1.504)]
+
+
+def test_cli_parse_benchmark_failure_exits_2(tmp_path, capsys):
+    from workbench.cli import main
+    bad = tmp_path / "bad.log"
+    bad.write_text("INFO: Unable to load external delegate from : /usr/lib/libx.so\n")
+    assert main(["parse-benchmark", str(bad)]) == 2
+    assert "could not be loaded" in capsys.readouterr().err
