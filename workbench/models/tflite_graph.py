@@ -199,3 +199,24 @@ def parse_tflite_bytes(data: bytes, *, source: str = "<bytes>") -> TFLiteGraph:
         path=source, ops=tuple(ops), tensors=tuple(tensors),
         inputs=tuple(int(x) for x in subgraph.inputs), outputs=tuple(int(x) for x in subgraph.outputs),
         n_subgraphs=len(model.subgraphs), version=int(model.version), description=description)
+
+
+def tflite_metadata(path: str | os.PathLike) -> dict[str, bytes]:
+    """The model's metadata entries (``min_runtime_version`` ...) as ``{name: bytes}``."""
+    path = Path(path)
+    data = path.read_bytes()
+    if len(data) < 8 or data[4:8] != TFLITE_IDENTIFIER:
+        raise ModelError(f"{path}: not a TFLite flatbuffer (file identifier {data[4:8]!r}, expected b'TFL3').")
+    schema = _schema()
+    try:
+        model = schema.Model.GetRootAs(data, 0)
+        out: dict[str, bytes] = {}
+        for i in range(model.MetadataLength()):
+            entry = model.Metadata(i)
+            buf = model.Buffers(entry.Buffer())
+            name = entry.Name()
+            out[name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)] = (
+                buf.DataAsNumpy().tobytes() if buf is not None and buf.DataLength() else b"")
+        return out
+    except Exception as exc:
+        raise ModelError(f"{path}: the TFLite file's metadata is unreadable ({type(exc).__name__}: {exc}).") from exc
