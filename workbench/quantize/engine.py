@@ -1,0 +1,320 @@
+"""``quantize``: FP32 model + recipe + calibration set -> an inspected, versioned INT8 model.
+
+The pipeline reads as its steps: resolve the recipe, resolve the calibration
+samples, look the content key up in the cache; on a miss convert with the
+recipe's backend, inspect the produced file (never trust the conversion), check
+it against the recipe, write model and manifest atomically into the cache; then
+copy to ``output`` if asked.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import shutil
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import __version__
+from .._io import atomic_path, read_json, sha256_file, to_json
+from .._results import Result
+from ..errors import CalibrationError, ModelError, QuantizationError, WorkbenchWarning
+from .inspect import ModelInspection, QuantParams, inspect_model
+from .manifest import MANIFEST_NAME, build_manifest
+from .recipe import QuantRecipe, get_recipe
+
+MODEL_EXT = {"tflite": ".tflite", "onnx": ".onnx"}
+MIN_CALIBRATION_SAMPLES = 50
+
+
+@dataclass(frozen=True)
+class QuantizedModel(Result):
+    """A quantized model file, what it really contains, and where it came from."""
+
+    path: str
+    sha256: str
+    size_bytes: int
+    recipe: QuantRecipe
+    backend: str
+    format: str
+    model_version: str
+    source_path: str
+    source_sha256: str
+    calibration_id: str
+    calibration_hash: str
+    calibration_size: int
+    input_quantization: QuantParams
+    output_quantization: QuantParams
+    op_summary: dict[str, int]
+    float_ops: tuple[str, ...]
+    weight_granularity: str
+    full_integer: bool
+    min_runtime: str
+    toolchain: dict[str, str]
+    manifest_path: str
+    cache_key: str
+    cache_hit: bool = False
+
+    def inspect(self) -> ModelInspection:
+        """Read the file again (every tensor and op with its quantization)."""
+        return inspect_model(self.path)
+
+    def manifest(self) -> dict[str, Any]:
+        return read_json(self.manifest_path)
+
+    def summary(self) -> str:
+        state = "full integer" if self.full_integer else f"{len(self.float_ops)} float op(s)"
+        return (f"{Path(self.path).name}: {self.recipe.name} ({self.backend}), {self.size_bytes / 1024:.1f} KiB, "
+                f"{state}, weights {self.weight_granularity.replace('_', '-')}, "
+                f"{self.calibration_size} calibration samples, sha256 {self.sha256[:12]}"
+                + (" (cache hit)" if self.cache_hit else ""))
+
+    def _repr_html_(self) -> str:
+        from .. import display
+        q_in, q_out = self.input_quantization, self.output_quantization
+        rows = [("file", self.path), ("sha256", self.sha256), ("model version", self.model_version),
+                ("recipe", self.recipe.summary()), ("calibration", f"{self.calibration_id} "
+                 f"({self.calibration_size} samples, hash {self.calibration_hash[:12]})"),
+                ("input", f"{q_in.dtype} scale={q_in.scale} zero_point={q_in.zero_point}"),
+                ("output", f"{q_out.dtype} scale={q_out.scale} zero_point={q_out.zero_point}"),
+                ("float ops", ", ".join(self.float_ops) or "none"), ("min runtime", self.min_runtime),
+                ("manifest", self.manifest_path), ("cache", "hit" if self.cache_hit else "miss")]
+        styles = [display.BAD_STYLE if r[0] == "float ops" and self.float_ops else "" for r in rows]
+        return (display.heading("Quantized model") + display.paragraph(self.summary())
+                + display.table(("", ""), rows, row_styles=styles)
+                + display.table(("op type", "count"), sorted(self.op_summary.items()), caption="Ops"))
+
+
+@dataclass(frozen=True)
+class _Calibration:
+    x: np.ndarray
+    id: str
+    hash: str
+    sample_ids: tuple[str, ...]
+    strategy: str
+
+
+def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", calibration: Any = None, *,
+             dataset: Any = None, output: str | os.PathLike | None = None, backend: str | None = None,
+             calibration_size: int | None = None, exclude: Any = (), cache: bool = True) -> QuantizedModel:
+    """Quantize ``model`` with ``recipe`` and ``calibration`` samples.
+
+    Parameters
+    ----------
+    model : a Keras ``.keras``/``.h5`` file, a SavedModel folder (TFLite backend) or an
+        ``.onnx`` file (ONNX Runtime backend).
+    recipe : a recipe name (``a8w8_pc``, ``a8w8_pt``, ``a16w8_pc``) or a :class:`QuantRecipe`.
+    calibration : an (N, H, W, C) float32 array; a ``Dataset`` (all its samples); or a
+        calibration set (has ``sample_ids`` and ``hash``) together with ``dataset=``.
+        None takes ``dataset``'s ``calibration`` split (or all of it).
+    dataset : the ``Dataset`` the calibration set's sample ids refer to.
+    output : a folder (gets ``model.tflite``/``model.onnx``) or a model file path; the
+        manifest ``model_manifest.json`` is written beside the model.  One folder per model.
+    backend : ``"tflite"`` or ``"onnx"``; overrides the recipe's backend.
+    calibration_size : use only the first N calibration samples.
+    exclude : op types or node names kept in float (turns float fallback on).
+    cache : reuse an identical earlier quantization from the cache; False quantizes again
+        (and refreshes the cache entry).
+    """
+    # 1. recipe
+    changes: dict[str, Any] = {}
+    if exclude:
+        changes["exclude"] = exclude
+    rec = get_recipe(recipe, backend=backend, **changes)
+    # 2. source model
+    from ..models.formats import model_format
+    source = Path(model)
+    fmt = model_format(source)
+    _check_backend(source, fmt, rec)
+    source_sha = sha256_file(source)
+    # 3. calibration samples
+    calib = _resolve_calibration(calibration, dataset, calibration_size)
+    toolchain = _toolchain(rec.backend)
+    from .cache import cache_key, lookup, store
+    key = cache_key(source_sha256=source_sha, recipe=rec.key(),
+                    calibration={"hash": calib.hash, "sample_ids": list(calib.sample_ids)},
+                    toolchain=toolchain)
+    ext = MODEL_EXT[rec.backend]
+    # 4. cache
+    hit = lookup(key, ext) if cache else None
+    if hit is not None:
+        model_path, manifest_path = hit
+        inspection = inspect_model(model_path)
+    else:
+        model_path, manifest_path, inspection = _quantize_fresh(
+            source, fmt, rec, calib, toolchain, key, source_sha, ext)
+    # 5. output
+    if output is not None:
+        model_path, manifest_path = _publish(model_path, manifest_path, Path(output), ext)
+    manifest = read_json(manifest_path)
+    return QuantizedModel(
+        path=str(model_path), sha256=manifest["sha256"], size_bytes=int(manifest["size_bytes"]),
+        recipe=rec, backend=rec.backend, format=inspection.format, model_version=manifest["model_version"],
+        source_path=str(source), source_sha256=source_sha, calibration_id=calib.id,
+        calibration_hash=calib.hash, calibration_size=len(calib.x),
+        input_quantization=inspection.inputs[0], output_quantization=inspection.outputs[0],
+        op_summary=dict(inspection.op_summary), float_ops=inspection.float_ops + inspection.qdq_inside,
+        weight_granularity=inspection.weight_granularity, full_integer=inspection.full_integer,
+        min_runtime=inspection.min_runtime, toolchain=toolchain, manifest_path=str(manifest_path),
+        cache_key=key, cache_hit=hit is not None)
+
+
+# -- steps -------------------------------------------------------------------------------------
+def _check_backend(source: Path, fmt: str, rec: QuantRecipe) -> None:
+    if fmt == "tflite":
+        raise ModelError(f"{source}: already a .tflite file; quantization starts from the float source "
+                         "(Keras .keras/.h5, SavedModel folder or .onnx).")
+    if rec.backend == "onnx" and fmt != "onnx":
+        raise QuantizationError(
+            f"{source}: the ONNX Runtime backend takes an .onnx model; got a {fmt} model. Export it to ONNX "
+            "first (the reference model ships one: reference_model().onnx), or use backend='tflite'.")
+    if rec.backend == "tflite" and fmt == "onnx":
+        from .tflite_backend import load_function
+        load_function(source, fmt)  # raises the explanation
+
+
+def _toolchain(backend: str) -> dict[str, str]:
+    if backend == "tflite":
+        from .tflite_backend import toolchain
+    else:
+        from .onnx_backend import toolchain
+    return {"npu-workbench": __version__, **toolchain()}
+
+
+def _array_hash(x: np.ndarray) -> str:
+    digest = hashlib.sha256(np.ascontiguousarray(x).tobytes())
+    digest.update(str(tuple(x.shape)).encode())
+    digest.update(str(x.dtype).encode())
+    return digest.hexdigest()
+
+
+def _resolve_calibration(calibration: Any, dataset: Any, size: int | None) -> _Calibration:
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+        raise CalibrationError(f"`calibration_size` must be a positive integer. Got {size!r} instead.")
+    if calibration is None:
+        if dataset is None:
+            raise CalibrationError("no calibration data: pass `calibration` (an array, a Dataset or a "
+                                   "calibration set with `dataset=`) or `dataset=` to use its calibration split.")
+        splits = getattr(dataset, "splits", ())
+        calibration = dataset.select(split="calibration") if "calibration" in splits else dataset
+    if isinstance(calibration, np.ndarray):
+        x = calibration
+        ids: tuple[str, ...] = ()
+        cid, chash, strategy = "array", None, "array"
+    elif hasattr(calibration, "sample_ids") and hasattr(calibration, "hash"):
+        if dataset is None:
+            raise CalibrationError(
+                f"calibration set {getattr(calibration, 'id', calibration.hash[:12])!r} holds sample ids only; "
+                "pass the dataset it was drawn from as `dataset=`.")
+        ids = tuple(str(s) for s in calibration.sample_ids)
+        x = dataset.take(ids).x if ids else np.zeros((0, *dataset.input_shape), np.float32)
+        strategy = str(getattr(calibration, "strategy", "unknown"))
+        cid = str(getattr(calibration, "id", "") or f"{strategy}:{calibration.hash[:12]}")
+        chash = str(calibration.hash)
+    elif hasattr(calibration, "x") and hasattr(calibration, "ids"):
+        x = calibration.x
+        ids = tuple(str(s) for s in calibration.ids.tolist())
+        cid, chash, strategy = f"dataset:{calibration.name}", str(calibration.hash), "dataset"
+    else:
+        raise CalibrationError(f"`calibration` must be an (N, H, W, C) float32 array, a Dataset or a calibration "
+                               f"set (with sample_ids and hash). Got {type(calibration).__name__} instead.")
+    x = np.asarray(x)
+    if size is not None:
+        if size > len(x):
+            warnings.warn(f"calibration_size={size} but only {len(x)} calibration samples exist; using all.",
+                          WorkbenchWarning, stacklevel=3)
+        else:
+            x, ids = x[:size], ids[:size]
+            chash = None if chash is None else hashlib.sha256(f"{chash}:{size}".encode()).hexdigest()
+    if len(x) == 0:
+        raise CalibrationError(f"calibration {cid!r} has zero samples; the selection (split, condition or "
+                               "sample ids) matched nothing. Choose a calibration set with samples.")
+    if not np.issubdtype(x.dtype, np.floating):
+        raise CalibrationError(f"calibration samples have dtype {x.dtype}; float32 images in [0, 1] are expected "
+                               "(divide uint8 images by 255).")
+    if x.ndim != 4:
+        raise CalibrationError(f"calibration samples have shape {tuple(x.shape)}; (N, H, W, C) is expected.")
+    if not np.all(np.isfinite(x)):
+        raise CalibrationError(f"calibration {cid!r} contains NaN or infinite values.")
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if len(x) < MIN_CALIBRATION_SAMPLES:
+        warnings.warn(f"only {len(x)} calibration samples (fewer than {MIN_CALIBRATION_SAMPLES}); activation "
+                      "ranges may be poorly estimated.", WorkbenchWarning, stacklevel=3)
+    return _Calibration(x=x, id=cid, hash=chash or _array_hash(x), sample_ids=ids, strategy=strategy)
+
+
+def _model_input_shape(source: Path, fmt: str, rec: QuantRecipe) -> tuple[tuple[int, ...], str, Any]:
+    if rec.backend == "onnx":
+        from .onnx_backend import input_info
+        name, shape = input_info(source)
+        return shape, name, None
+    from .tflite_backend import load_function
+    fn, shape, name = load_function(source, fmt)
+    return shape, name, fn
+
+
+def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibration, toolchain: dict[str, str],
+                    key: str, source_sha: str, ext: str) -> tuple[Path, Path, ModelInspection]:
+    shape, input_name, _ = _model_input_shape(source, fmt, rec)
+    if tuple(calib.x.shape[1:]) != tuple(shape[1:]):
+        raise CalibrationError(
+            f"calibration samples have shape {tuple(calib.x.shape[1:])} per sample but model input "
+            f"{input_name!r} of {source} takes {tuple(shape)}; resize the images or pick the matching dataset.")
+    if rec.backend == "onnx":
+        from .onnx_backend import quantize_onnx
+        data = quantize_onnx(source, rec, calib.x)
+    else:
+        from .tflite_backend import quantize_tflite
+        data = quantize_tflite(source, fmt, rec, calib.x)
+    with tempfile.TemporaryDirectory(prefix="wb-quant-") as tmp:
+        probe = Path(tmp) / f"model{ext}"
+        probe.write_bytes(data)
+        inspection = inspect_model(probe)
+    problems = inspection.check(rec)
+    if problems:
+        raise QuantizationError(f"{source}: the {rec.backend} result breaks recipe {rec.name!r}: "
+                                + "; ".join(problems)
+                                + ". Exclude those ops with float fallback (--exclude), or change the model.")
+    manifest = build_manifest(
+        file=f"model{ext}", sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), fmt=inspection.format,
+        recipe=rec.to_dict(), min_runtime=inspection.min_runtime,
+        calibration={"id": calib.id, "hash": calib.hash, "strategy": calib.strategy, "n_samples": len(calib.x),
+                     "sample_ids_sha256": hashlib.sha256("\0".join(calib.sample_ids).encode()).hexdigest()
+                     if calib.sample_ids else None},
+        source={"path": str(source), "sha256": source_sha, "format": fmt}, toolchain=toolchain,
+        inspection=inspection, cache_key=key,
+        created_utc=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    from .cache import store
+    model_path, manifest_path = store(key, ext, data, manifest)
+    return model_path, manifest_path, inspect_model(model_path)
+
+
+def _publish(model_path: Path, manifest_path: Path, output: Path, ext: str) -> tuple[Path, Path]:
+    """Copy model and manifest to ``output`` (a folder, or a model file path) atomically."""
+    target = output if output.suffix.lower() in (".tflite", ".onnx") else output / f"model{ext}"
+    if target.suffix.lower() != ext:
+        raise QuantizationError(f"{output}: the {ext} model cannot be written to a {target.suffix} path; "
+                                f"name it *{ext} or give a folder.")
+    target_manifest = target.parent / MANIFEST_NAME
+    if target_manifest.is_file():
+        try:
+            existing = read_json(target_manifest).get("file")
+        except (OSError, ValueError):
+            existing = None
+        if existing not in (None, target.name):
+            raise QuantizationError(
+                f"{target.parent} already holds the manifest of {existing!r}; a folder holds one model and its "
+                f"{MANIFEST_NAME}. Write {target.name} to another folder.")
+    manifest = read_json(manifest_path)
+    manifest["file"] = target.name
+    with atomic_path(target) as tmp:
+        shutil.copyfile(model_path, tmp)
+    with atomic_path(target_manifest) as tmp:
+        tmp.write_text(to_json(manifest, indent=2) + "\n", encoding="utf-8")
+    return target, target_manifest

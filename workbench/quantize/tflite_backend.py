@@ -1,0 +1,174 @@
+"""TFLite backend: the TFLite converter with a representative dataset.
+
+The source model (Keras ``.keras``/``.h5`` or a SavedModel folder) becomes one
+frozen TensorFlow function with a static batch-1 input, then the converter
+quantizes it with the recipe's settings:
+
+* per-tensor weights through the converter's per-channel switch
+  (``_experimental_disable_per_channel``);
+* 16-bit activations through the 16x8 ops set;
+* excluded ops or nodes through the QuantizationDebugger's selective
+  quantization (denylisted ops/nodes).
+
+ONNX input is refused with an error that points to ``backend="onnx"``: the
+ONNX-to-TensorFlow converter (onnx2tf) needs another TensorFlow and protobuf than
+the ones the workbench runs on (see docs/quantize.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError, QuantizationError
+from .recipe import QuantRecipe
+
+
+def _tf() -> Any:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    return tf
+
+
+def toolchain() -> dict[str, str]:
+    tf = _tf()
+    return {"tensorflow": tf.__version__, "numpy": np.__version__}
+
+
+def _frozen_batch1(fn: Any, spec: Any) -> Any:
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    return convert_variables_to_constants_v2(fn.get_concrete_function(spec))
+
+
+def _static_shape(path: Path, name: str, shape: tuple[Any, ...]) -> tuple[int, ...]:
+    """The input shape with batch fixed to 1; other unknown dimensions are an error."""
+    dims = [None if d is None or (isinstance(d, int) and d < 0) else int(d) for d in shape]
+    if not dims:
+        raise ModelError(f"{path}: input {name!r} is a scalar; an image model input (N, H, W, C) is expected.")
+    if any(d is None for d in dims[1:]):
+        shown = tuple(-1 if d is None else d for d in dims)
+        raise ModelError(
+            f"{path}: input {name!r} has dynamic shape {shown}; only the batch dimension may be unknown. "
+            "Export a batch-1 model with a static shape, e.g. "
+            "tf.function(model).get_concrete_function(tf.TensorSpec([1, H, W, C])) or "
+            "`tf2onnx --inputs name:0[1,H,W,C]`, then quantize that.")
+    return (1, *dims[1:])
+
+
+def load_function(path: str | os.PathLike, fmt: str) -> tuple[Any, tuple[int, ...], str]:
+    """A frozen batch-1 concrete function for the model, its input shape and input name."""
+    tf = _tf()
+    path = Path(path)
+    if fmt == "onnx":
+        raise QuantizationError(
+            f"{path}: the TFLite backend cannot take ONNX input here: the ONNX-to-TensorFlow converter "
+            "(onnx2tf) requires another TensorFlow and protobuf than the workbench's tensorflow-cpu 2.21. "
+            "Quantize the ONNX model with --backend onnx (recipe backend='onnx'), or give the Keras/"
+            "SavedModel source to the TFLite backend.")
+    if fmt == "keras":
+        import keras
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                model = keras.models.load_model(str(path), compile=False)
+        except Exception as exc:
+            raise ModelError(f"{path}: cannot load the Keras model ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''}). The file may be corrupt or "
+                             "truncated; re-save it with model.save().") from exc
+        if len(model.inputs) != 1:
+            raise ModelError(f"{path}: the model has {len(model.inputs)} inputs; one image input is expected.")
+        name = model.inputs[0].name
+        shape = _static_shape(path, name, tuple(model.inputs[0].shape))
+        spec = tf.TensorSpec(shape, tf.float32, name="input")
+        fn = tf.function(lambda t: model(t, training=False))
+        return _frozen_batch1(fn, spec), shape, name
+    if fmt == "saved_model":
+        try:
+            loaded = tf.saved_model.load(str(path))
+        except Exception as exc:
+            raise ModelError(f"{path}: cannot load the SavedModel ({type(exc).__name__}). The folder may be "
+                             "incomplete or corrupt; export it again.") from exc
+        signatures = getattr(loaded, "signatures", {})
+        if "serving_default" not in signatures:
+            raise ModelError(f"{path}: the SavedModel has no 'serving_default' signature "
+                             f"(signatures: {', '.join(signatures) or 'none'}); export one.")
+        sig = signatures["serving_default"]
+        specs = sig.structured_input_signature[1]
+        if len(specs) != 1:
+            raise ModelError(f"{path}: the signature has {len(specs)} inputs; one image input is expected.")
+        (name, in_spec), = specs.items()
+        shape = _static_shape(path, name, tuple(in_spec.shape.as_list()))
+        spec = tf.TensorSpec(shape, tf.float32, name="input")
+        fn = tf.function(lambda t: sig(**{name: t}))
+        frozen = _frozen_batch1(fn, spec)
+        frozen._workbench_keepalive = loaded  # the function refers to the loaded object's resources
+        return frozen, shape, name
+    raise ModelError(f"{path}: the TFLite backend takes Keras (.keras/.h5) or SavedModel input; got {fmt!r}.")
+
+
+def _representative(x: np.ndarray) -> Any:
+    def gen() -> Iterator[list[np.ndarray]]:
+        for i in range(len(x)):
+            yield [x[i:i + 1]]
+    return gen
+
+
+_IO_TYPES = {"int8": "int8", "uint8": "uint8", "int16": "int16", "float32": "float32"}
+
+
+def make_converter(fn: Any, recipe: QuantRecipe, x: np.ndarray) -> Any:
+    """A TFLite converter set up for ``recipe`` with ``x`` as representative dataset."""
+    tf = _tf()
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([fn])
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = _representative(x)
+    if recipe.activation_bits == 16:
+        ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+    else:
+        ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    if recipe.allow_float_fallback:
+        ops.append(tf.lite.OpsSet.TFLITE_BUILTINS)
+    conv.target_spec.supported_ops = ops
+    conv.inference_input_type = getattr(tf, _IO_TYPES[recipe.input_dtype])
+    conv.inference_output_type = getattr(tf, _IO_TYPES[recipe.output_dtype])
+    if not recipe.per_channel:
+        conv._experimental_disable_per_channel = True
+    return conv
+
+
+def _denylists(recipe: QuantRecipe) -> tuple[list[str], list[str]]:
+    """Split ``exclude`` into op types (upper-case TFLite names) and node names."""
+    ops = [e for e in recipe.exclude if e.isupper() and " " not in e and "/" not in e]
+    nodes = [e for e in recipe.exclude if e not in ops]
+    return ops, nodes
+
+
+def quantize_tflite(path: str | os.PathLike, fmt: str, recipe: QuantRecipe, x: np.ndarray) -> bytes:
+    """Quantized .tflite bytes for the model at ``path``."""
+    tf = _tf()
+    fn, _, _ = load_function(path, fmt)
+    conv = make_converter(fn, recipe, x)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            if recipe.exclude:
+                deny_ops, deny_nodes = _denylists(recipe)
+                options = tf.lite.experimental.QuantizationDebugOptions(
+                    denylisted_ops=deny_ops or None, denylisted_nodes=deny_nodes or None,
+                    fully_quantize=recipe.input_dtype != "float32")
+                debugger = tf.lite.experimental.QuantizationDebugger(
+                    converter=conv, debug_dataset=_representative(x), debug_options=options)
+                return bytes(debugger.get_nondebug_quantized_model())
+            return bytes(conv.convert())
+    except (QuantizationError, ModelError):
+        raise
+    except Exception as exc:
+        message = " ".join(str(exc).split())[:600]
+        raise QuantizationError(
+            f"{path}: the TFLite converter failed for recipe {recipe.name!r}: {message}. "
+            "If an op cannot be quantized, exclude it (--exclude OP, float fallback) or choose another "
+            "recipe.") from exc
