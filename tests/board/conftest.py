@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,7 +170,9 @@ def tiny_models(tmp_path_factory) -> dict[str, Path]:
     conv.inference_input_type = tf.int8
     conv.inference_output_type = tf.int8
     paths["int8"] = root / "tiny_int8.tflite"
-    paths["int8"].write_bytes(conv.convert())
+    with warnings.catch_warnings():  # "Statistics for quantized inputs were expected": irrelevant
+        warnings.simplefilter("ignore", UserWarning)
+        paths["int8"].write_bytes(conv.convert())
     hostile = root / "hostile"
     hostile.mkdir()
     paths["hostile"] = hostile / HOSTILE_NAME

@@ -1,0 +1,88 @@
+"""CLI of the board stage: ``workbench bench`` and ``workbench parse-benchmark``.
+
+Only argparse at import time; the work is imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from ..cli import add_json_flag
+
+    bench = subparsers.add_parser(
+        "bench", help="time a .tflite model on a board over SSH (or on the host CPU with --local)",
+        description="Time MODEL: cold start, first inference and steady-state percentiles. "
+                    "Exactly one of --board, --host, --local.")
+    bench.add_argument("model", metavar="MODEL", help=".tflite file to time")
+    where = bench.add_mutually_exclusive_group(required=True)
+    where.add_argument("--board", metavar="NAME", help="a board from boards.yaml")
+    where.add_argument("--host", metavar="DEST",
+                       help="an SSH destination: an alias from your OpenSSH config or user@host[:port]")
+    where.add_argument("--local", action="store_true",
+                       help="time on this machine's CPU (labelled 'host CPU (not an NPU)')")
+    bench.add_argument("--boards-file", metavar="FILE", default=None,
+                       help="board inventory (default: ./boards.yaml)")
+    bench.add_argument("--ssh-config", metavar="FILE", default=None,
+                       help="OpenSSH config file to use instead of ~/.ssh/config (ssh -F)")
+    bench.add_argument("--known-hosts", metavar="FILE", default=None,
+                       help="known_hosts file to verify the host key against")
+    bench.add_argument("--runner", choices=("python", "benchmark_model"), default="python",
+                       help="python: per-invocation latencies (default); benchmark_model: "
+                            "TFLite's tool, parsed")
+    bench.add_argument("--python", metavar="REMOTE_PYTHON", default=None,
+                       help="Python on the board (default: boards.yaml's, else python3)")
+    bench.add_argument("--delegate", metavar="PATH", default=None,
+                       help="external delegate library on the board (default: boards.yaml's)")
+    bench.add_argument("--benchmark-model", metavar="PATH", default=None,
+                       help="benchmark_model binary on the board (default: auto-detected under "
+                            "/usr/bin/tensorflow-lite-*/examples/)")
+    bench.add_argument("--workdir", metavar="DIR", default=None,
+                       help="work folder on the board (default: /tmp/npu-workbench)")
+    bench.add_argument("--runs", metavar="N", type=int, default=100,
+                       help="steady-state invocations (default 100)")
+    bench.add_argument("--warmup", metavar="W", type=int, default=10,
+                       help="warm-up invocations after the first inference (default 10)")
+    bench.add_argument("--threads", metavar="T", type=int, default=None, help="CPU threads")
+    bench.add_argument("--connect-timeout", metavar="SECONDS", type=float, default=10.0,
+                       help="SSH connect and handshake timeout (default 10)")
+    bench.add_argument("--timeout", metavar="SECONDS", type=float, default=900.0,
+                       help="timeout of each remote command (default 900)")
+    add_json_flag(bench)
+    bench.set_defaults(func=_bench)
+
+    parse = subparsers.add_parser(
+        "parse-benchmark", help="read a saved benchmark_model log into numbers",
+        description="Parse LOGFILE (benchmark_model stdout+stderr). A field the log does not "
+                    "state is null, never zero. A log reporting a failure exits with code 2.")
+    parse.add_argument("logfile", metavar="LOGFILE")
+    add_json_flag(parse)
+    parse.set_defaults(func=_parse)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from ..cli import emit
+    from .timing import time_on_board
+    result = time_on_board(args.model, board=args.board, boards_file=args.boards_file,
+                           host=args.host, ssh_config=args.ssh_config,
+                           known_hosts=args.known_hosts, local=args.local, runner=args.runner,
+                           python=args.python, delegate=args.delegate,
+                           benchmark_model=args.benchmark_model, workdir=args.workdir,
+                           runs=args.runs, warmup=args.warmup, threads=args.threads,
+                           connect_timeout=args.connect_timeout, command_timeout=args.timeout)
+    lines = [result.summary()]
+    lines += [f"note: {n}" for n in result.notes]
+    emit(result, as_json=args.json, text="\n".join(lines))
+    return 0
+
+
+def _parse(args: argparse.Namespace) -> int:
+    from ..cli import emit
+    from .parse import read_benchmark_log
+    log = read_benchmark_log(args.logfile)
+    lines = [log.summary()]
+    for o in log.op_summary:
+        lines.append(f"  {o.node_type}: count {o.count}, avg {o.avg_ms} ms")
+    emit(log, as_json=args.json, text="\n".join(lines))
+    return 0

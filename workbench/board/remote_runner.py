@@ -1,0 +1,139 @@
+"""Time a .tflite model invocation by invocation (the script the workbench pushes to a board).
+
+Runs on the board with nothing but numpy and ``tflite_runtime`` or ``ai_edge_litert``
+(or full TensorFlow).  Standard library + numpy only, Python 3.6+ syntax; no import
+of the workbench.  Prints one JSON object on stdout::
+
+    {"ok": true, "runtime": "...", "delegate_load_us": ..., "interpreter_init_us": ...,
+     "cold_start_us": ..., "first_inference_us": ..., "warmup_us": [...], "runs_us": [...]}
+
+Phases are kept apart: delegate loading and interpreter build + ``allocate_tensors``
+(cold start), the first ``invoke()`` (an NPU graph compile lands here), ``warmup``
+further invocations, then ``runs`` timed invocations.  On failure it prints
+``{"ok": false, "stage": ..., "error": ...}`` and exits with status 3.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+
+def _fail(stage, message):
+    sys.stdout.write(json.dumps({"ok": False, "stage": stage, "error": message}) + "\n")
+    sys.stdout.flush()
+    sys.exit(3)
+
+
+def _import_runtime():
+    errors = []
+    for name in ("tflite_runtime.interpreter", "ai_edge_litert.interpreter", "tensorflow.lite"):
+        try:
+            module = __import__(name, fromlist=["Interpreter"])
+        except ImportError as exc:
+            errors.append("%s: %s" % (name, exc))
+            continue
+        top = __import__(name.split(".")[0])
+        version = getattr(top, "__version__", "unknown")
+        if name == "tensorflow.lite":
+            return module.Interpreter, module.experimental.load_delegate, "tensorflow %s" % version
+        return module.Interpreter, module.load_delegate, "%s %s" % (name.split(".")[0], version)
+    _fail("import", "no TFLite runtime found (tried tflite_runtime, ai_edge_litert, tensorflow): "
+          + "; ".join(errors))
+
+
+def _fill_inputs(interpreter, np, seed):
+    rng = np.random.RandomState(seed)
+    for detail in interpreter.get_input_details():
+        shape = [int(d) for d in detail["shape"]]
+        dtype = np.dtype(detail["dtype"])
+        if dtype.kind == "f":
+            data = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+        elif dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            low, high = max(int(info.min), -128), min(int(info.max), 127)
+            data = rng.randint(low, high + 1, size=shape).astype(dtype)
+        elif dtype.kind == "b":
+            data = rng.randint(0, 2, size=shape).astype(dtype)
+        else:
+            _fail("inputs", "input %r has dtype %s, which the runner cannot fill"
+                  % (detail["name"], dtype))
+        interpreter.set_tensor(detail["index"], data)
+
+
+def _parse_options(items):
+    options = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            _fail("arguments", "delegate option %r must be key=value" % item)
+        options[key] = value
+    return options
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="time a .tflite model invocation by invocation")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--delegate", default=None, help="external delegate library path")
+    parser.add_argument("--delegate-option", action="append", default=[], help="key=value")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    try:
+        import numpy as np
+    except ImportError as exc:
+        _fail("import", "numpy is not installed: %s" % exc)
+    Interpreter, load_delegate, runtime = _import_runtime()
+
+    clock = time.perf_counter
+    delegates = []
+    t0 = clock()
+    if args.delegate:
+        try:
+            delegates.append(load_delegate(args.delegate, _parse_options(args.delegate_option)))
+        except Exception as exc:  # the runtime raises ValueError/RuntimeError/OSError
+            _fail("delegate", "could not load delegate %s: %s" % (args.delegate, exc))
+    t1 = clock()
+    try:
+        kwargs = {"model_path": args.model}
+        if delegates:
+            kwargs["experimental_delegates"] = delegates
+        if args.threads:
+            kwargs["num_threads"] = args.threads
+        interpreter = Interpreter(**kwargs)
+        interpreter.allocate_tensors()
+    except Exception as exc:
+        _fail("load", "could not load model %s: %s" % (args.model, exc))
+    t2 = clock()
+    n_ops = None
+    try:
+        n_ops = len(interpreter._get_ops_details())  # noqa: SLF001 (optional detail)
+    except Exception:
+        pass
+    _fill_inputs(interpreter, np, args.seed)
+
+    def timed():
+        start = clock()
+        interpreter.invoke()
+        return (clock() - start) * 1e6
+
+    try:
+        first = timed()
+        warm = [timed() for _ in range(max(0, args.warmup))]
+        runs = [timed() for _ in range(max(0, args.runs))]
+    except Exception as exc:
+        _fail("invoke", "invoke() failed: %s" % exc)
+    sys.stdout.write(json.dumps({
+        "ok": True, "runtime": runtime, "python": sys.version.split()[0],
+        "delegate": args.delegate, "n_ops": n_ops,
+        "delegate_load_us": (t1 - t0) * 1e6, "interpreter_init_us": (t2 - t1) * 1e6,
+        "cold_start_us": (t2 - t0) * 1e6, "first_inference_us": first,
+        "warmup_us": warm, "runs_us": runs}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
