@@ -140,7 +140,8 @@ def export_all(model, folder: Path) -> dict[str, Path]:
              "tflite": folder / "model_fp32.tflite", "onnx": folder / "model.onnx"}
     model.save(paths["keras"])
     with contextlib.redirect_stdout(io.StringIO()):   # Keras prints an export summary
-        model.export(str(paths["saved_model"]), format="tf_saved_model")
+        spec = tf.TensorSpec((1, *model.inputs[0].shape[1:]), tf.float32, name="image")
+        model.export(str(paths["saved_model"]), format="tf_saved_model", input_signature=[spec])
     converter = tf.lite.TFLiteConverter.from_saved_model(str(paths["saved_model"]))
     paths["tflite"].write_bytes(converter.convert())
     export_onnx(paths["saved_model"], paths["onnx"])
