@@ -109,6 +109,10 @@ def test_delegate_line_variants_and_replacing_line():
                    ("NeutronDelegate", "partial", 2, 66, 69),
                    ("TfLiteXNNPackDelegate", "partial", 2, 5, 7)]
     assert log.npu_share == 66 / 69
+    xnnpack_only = parse_benchmark_output(
+        "Replacing 7 out of 7 node(s) with delegate (TfLiteXNNPackDelegate) node, yielding "
+        "1 partitions.")
+    assert xnnpack_only.npu_share is None  # a CPU delegate says nothing about the NPU
     assert log.warmup.all_same and log.warmup.count == 5 and log.warmup.curr == 100
 
 

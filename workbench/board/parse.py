@@ -167,18 +167,21 @@ class BenchmarkLog(Result):
     # --- derived ------------------------------------------------------------------------
     @property
     def npu_share(self) -> Optional[float]:
-        """Share of ops the delegate took, only where a line states node counts."""
+        """Share of ops an NPU delegate took, only where a line states node counts.
+
+        XNNPACK (a CPU delegate) never counts as NPU.
+        """
         for d in self.delegates:
-            if d.nodes_total:
+            if d.nodes_total and not is_cpu_delegate(d.name):
                 return d.nodes_delegated / d.nodes_total
         return None
 
     @property
     def cpu_op_rows(self) -> Optional[tuple[OpRow, ...]]:
-        """Op-profiling rows that are not a delegate kernel (ops the CPU ran), if profiled."""
+        """Op-profiling rows that are not an NPU delegate kernel (ops the CPU ran), if profiled."""
         if not self.op_profile:
             return None
-        return tuple(r for r in self.op_profile if not _is_delegate_kernel(r.node_type))
+        return tuple(r for r in self.op_profile if not is_npu_kernel(r.node_type))
 
     def summary(self) -> str:
         parts = []
@@ -223,9 +226,17 @@ def _dash(value: object) -> object:
     return "-" if value is None else value
 
 
-def _is_delegate_kernel(node_type: str) -> bool:
+def is_cpu_delegate(name: str) -> bool:
+    """XNNPACK runs on the CPU: applying it says nothing about the NPU."""
+    return "xnnpack" in name.lower()
+
+
+def is_npu_kernel(node_type: str) -> bool:
+    """An op-profiling row that is an NPU delegate's kernel (``Vx Delegate``, ``ethos-u``...)."""
     low = node_type.lower()
-    return "delegate" in low or low in ("tflitexnnpackdelegate", "ethos-u", "neutrongraph")
+    if is_cpu_delegate(low):
+        return False
+    return "delegate" in low or low in ("ethos-u", "neutrongraph", "neutronop", "vsi-npu")
 
 
 def clean_line(raw: str) -> tuple[str, Optional[str]]:

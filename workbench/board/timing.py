@@ -204,17 +204,18 @@ def _ms(value: Optional[float]) -> str:
 # --- coverage ---------------------------------------------------------------------------------
 def coverage_from_log(log: BenchmarkLog, *, total_ops: int | None = None) -> Optional[DelegateCoverage]:
     """Delegate coverage from a parsed log; ``None`` when the log says nothing about delegates."""
-    for d in log.delegates:
+    from .parse import is_cpu_delegate
+    npu_delegates = [d for d in log.delegates if not is_cpu_delegate(d.name)]
+    for d in npu_delegates:
         if d.nodes_total is not None:
             return DelegateCoverage(coverage=d.coverage, source="node counts",
                                     npu_ops=d.nodes_delegated, total_ops=d.nodes_total,
                                     npu_share=(d.nodes_delegated / d.nodes_total
                                                if d.nodes_total else None),
                                     kernels=d.kernels)
-    applied = next((d for d in log.delegates), None)
+    applied = next(iter(npu_delegates), None)
     cpu_rows = log.cpu_op_rows
-    if cpu_rows is not None and total_ops and (applied is not None or
-                                              len(cpu_rows) < len(log.op_profile)):
+    if cpu_rows is not None and total_ops and applied is not None:
         cpu = len(cpu_rows)
         npu = max(0, total_ops - cpu)
         kernels = len(log.op_profile) - cpu
