@@ -24,7 +24,7 @@ kernel: $(STAMP)
 	$(BIN)/jupyter kernelspec list
 
 run: $(STAMP)
-	$(BIN)/workbench batch --targets $(TARGETS) --out $(OUT)
+	$(BIN)/workbench model reference
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
