@@ -153,8 +153,11 @@ def quantize_tflite(path: str | os.PathLike, fmt: str, recipe: QuantRecipe, x: n
     tf = _tf()
     fn, _, _ = load_function(path, fmt)
     conv = make_converter(fn, recipe, x)
+    import warnings
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Statistics for quantized inputs were expected")
+            warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
             if recipe.exclude:
                 deny_ops, deny_nodes = _denylists(recipe)
                 options = tf.lite.experimental.QuantizationDebugOptions(

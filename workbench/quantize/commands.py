@@ -1,0 +1,81 @@
+"""``workbench quantize MODEL --data DATASET --recipe a8w8_pc ... -o OUT [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+
+RECIPE_NAMES = ("a8w8_pc", "a8w8_pt", "a16w8_pc")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from ..cli import add_json_flag
+    p = sub.add_parser(
+        "quantize", help="post-training quantization to an inspected INT8 model with its manifest",
+        description="Quantize MODEL (Keras .keras/.h5, SavedModel folder, .onnx, or 'reference' for the "
+                    "reference model) with a named recipe and calibration samples from DATASET; the result "
+                    "is read back and checked against the recipe, cached, and written with "
+                    "model_manifest.json beside it.")
+    p.add_argument("model", metavar="MODEL", help="model file/folder, or 'reference'")
+    p.add_argument("--data", "--dataset", dest="data", default="digits-conditions",
+                   help="dataset name or path for calibration samples (default: digits-conditions)")
+    p.add_argument("--split", default="calibration",
+                   help="split of DATASET the calibration samples come from (default: calibration)")
+    p.add_argument("--recipe", default="a8w8_pc", choices=RECIPE_NAMES, help="named recipe (default: a8w8_pc)")
+    p.add_argument("--backend", choices=("tflite", "onnx"), help="override the recipe's backend (default tflite)")
+    p.add_argument("--calibration", type=int, metavar="N", help="use the first N calibration samples")
+    p.add_argument("--calibrator", choices=("minmax", "percentile", "entropy"),
+                   help="calibration method (TFLite has minmax only)")
+    p.add_argument("--percentile", type=float, help="percentile for --calibrator percentile (default 99.999)")
+    p.add_argument("--exclude", metavar="OPS", default="",
+                   help="comma-separated op types or node names kept in float (turns float fallback on)")
+    p.add_argument("--allow-float", action="store_true", help="allow float fallback without excluding ops")
+    p.add_argument("--no-cache", action="store_true", help="quantize again even if the cache holds the result")
+    p.add_argument("-o", "--output", required=True,
+                   help="output folder (gets model.tflite/.onnx + model_manifest.json) or model file path")
+    add_json_flag(p)
+    p.set_defaults(func=_quantize)
+
+
+def _quantize(args: argparse.Namespace) -> int:
+    import warnings
+
+    from ..cli import emit
+    from ..data.loaders import load_dataset
+    from .engine import quantize
+    from .recipe import get_recipe
+
+    changes = {}
+    if args.calibrator:
+        changes["calibrator"] = args.calibrator
+    if args.percentile is not None:
+        changes["percentile"] = args.percentile
+    if args.exclude:
+        changes["exclude"] = args.exclude
+    if args.allow_float:
+        changes["allow_float_fallback"] = True
+    recipe = get_recipe(args.recipe, backend=args.backend, **changes)
+    model = args.model
+    if model == "reference":
+        from ..models.reference import reference_model
+        ref = reference_model()
+        model = ref.onnx if recipe.backend == "onnx" else ref.saved_model
+    dataset = load_dataset(args.data)
+    calibration = dataset.select(split=args.split)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = quantize(model, recipe, calibration, output=args.output,
+                          calibration_size=args.calibration, cache=not args.no_cache)
+    notes = [str(w.message) for w in caught]
+    obj = result.to_dict()
+    obj["manifest"] = result.manifest_path
+    obj["recipe"] = result.recipe.name
+    obj["recipe_settings"] = result.recipe.to_dict()
+    obj["float_ops"] = list(result.float_ops)
+    obj["warnings"] = notes
+    text = result.summary() + f"\n  model:    {result.path}\n  manifest: {result.manifest_path}"
+    if result.float_ops:
+        text += "\n  float ops: " + ", ".join(result.float_ops)
+    for note in notes:
+        text += f"\n  warning: {note}"
+    emit(obj, as_json=args.json, text=text)
+    return 0
