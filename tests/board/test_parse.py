@@ -183,3 +183,17 @@ def test_cli_parse_benchmark_failure_exits_2(tmp_path, capsys):
     bad.write_text("INFO: Unable to load external delegate from : /usr/lib/libx.so\n")
     assert main(["parse-benchmark", str(bad)]) == 2
     assert "could not be loaded" in capsys.readouterr().err
+
+
+def test_cli_module_imports_nothing_heavy_and_public_names_resolve():
+    import subprocess
+    import sys
+    code = ("import sys, workbench.board.commands, workbench.board.parse; "
+            "heavy = [m for m in ('numpy', 'tensorflow', 'yaml', 'matplotlib', 'paramiko') "
+            "if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    import workbench as wb
+    assert wb.TimingResult.__module__ == "workbench.board.timing"
+    assert callable(wb.load_boards) and callable(wb.time_on_board)
+    assert wb.BenchmarkLog is BenchmarkLog and wb.parse_benchmark_output is parse_benchmark_output

@@ -154,6 +154,15 @@ def test_benchmark_model_runner_with_test_double(remote, tiny_models, fake_board
     assert len(graph) == 1 and graph[0].endswith("/" + HOSTILE_NAME)
     assert {"--num_runs=5", "--warmup_runs=1", "--use_xnnpack=false", "--enable_op_profiling=true",
             f"--external_delegate_path={fake_board.delegate}"} <= set(argv)
+    # the placement hook: a prediction that puts 2 ops on the CPU disagrees with the board (1)
+    with pytest.warns(WorkbenchWarning, match="disagrees with the board"):
+        checked = time_on_board(tiny_models["hostile"], runner="benchmark_model",
+                                benchmark_model=fake_board.binary, delegate=fake_board.delegate,
+                                runs=5, warmup=1, fingerprint=False,
+                                placement=types.SimpleNamespace(npu_ops=total - 2, cpu_ops=2),
+                                **args)
+    assert "placement prediction disagrees" in checked.notes[-1]
+    assert checked.fingerprint is None
     plot_ax = r.plot()
     assert "aggregates" in plot_ax.texts[0].get_text()
     assert TimingResult.from_dict(r.to_dict()) == r

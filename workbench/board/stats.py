@@ -20,6 +20,8 @@ from ..errors import BoardError
 FALLING_RATIO = 1.10
 #: ... and the Spearman correlation of latency with run index must be below this
 FALLING_RHO = -0.3
+#: ... and the drop must be at least this many microseconds (timer noise on µs-fast models)
+FALLING_MIN_US = 5.0
 #: fewer kept runs than this cannot show a trend
 MIN_RUNS_FOR_TREND = 8
 
@@ -83,7 +85,8 @@ def still_falling(samples_us: Sequence[float]) -> Optional[str]:
 
     Flags when the first quarter's median exceeds the last quarter's by more than
     ``FALLING_RATIO`` *and* the Spearman rank correlation of latency against run
-    index is below ``FALLING_RHO`` (a trend, not one slow outlier).
+    index is below ``FALLING_RHO`` (a trend, not one slow outlier) *and* the drop is at
+    least ``FALLING_MIN_US`` (not timer noise).
     """
     import numpy as np
 
@@ -97,7 +100,8 @@ def still_falling(samples_us: Sequence[float]) -> Optional[str]:
     if ranks.std() == 0:
         return None
     rho = float(np.corrcoef(index, ranks)[0, 1])
-    if last > 0 and first / last > FALLING_RATIO and rho < FALLING_RHO:
+    if (last > 0 and first / last > FALLING_RATIO and rho < FALLING_RHO
+            and first - last >= FALLING_MIN_US):
         return (f"the first kept runs are still getting faster: first-quarter median "
                 f"{first:.1f} us vs last-quarter median {last:.1f} us "
                 f"({first / last:.2f}x, Spearman rho {rho:.2f}); the steady state may not be "

@@ -10,6 +10,7 @@ count, and :func:`cross_check` compares it with the host's placement prediction.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import warnings
@@ -390,7 +391,7 @@ def time_on_board(model: str | os.PathLike, *, board: str | None = None,
                                    delegate=delegate)
     elif fingerprint:
         fp = dep.board_fingerprint(_LocalShell(), python=None, delegate=delegate)
-        fp = BoardFingerprint(**{**fp.__dict__, "tflite_runtime": raw.runtime})
+        fp = dataclasses.replace(fp, tflite_runtime=raw.runtime)
 
     falling = None
     coverage = None
@@ -430,7 +431,7 @@ def time_on_board(model: str | os.PathLike, *, board: str | None = None,
         measured_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     if placement is not None:
         check = cross_check(result, placement)
-        result = TimingResult(**{**result.__dict__, "notes": result.notes + (check.detail,)})
+        result = dataclasses.replace(result, notes=result.notes + (check.detail,))
     return result
 
 
