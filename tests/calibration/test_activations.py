@@ -1,0 +1,40 @@
+"""Per-layer activations of the FP32 Keras model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from workbench.calibration.activations import activation_ranges, embeddings, iter_activations, quantized_layers
+from workbench.errors import ModelError
+
+
+def test_quantized_layers_follow_folding_and_fusion(reference):
+    # conv + BN + ReLU become one op whose output is the ReLU's; flatten shares pool2's range
+    assert quantized_layers(reference) == ("input", "conv1_relu", "dw1_relu", "pw1_relu", "pool1",
+                                           "dw2_relu", "pw2_relu", "pool2", "logits")
+
+
+def test_activations_match_the_model(reference, digits):
+    import keras
+    x = digits.select(split="calibration").x[:40]
+    model = keras.models.load_model(reference.keras, compile=False)
+    logits = np.concatenate([np.asarray(model(x[i:i + 1])) for i in range(len(x))])
+    batches = list(iter_activations(reference, x, layers=("input", "logits"), batch_size=16))
+    assert [len(b["logits"]) for b in batches] == [16, 16, 8]
+    assert np.allclose(np.concatenate([b["logits"] for b in batches]), logits, atol=1e-4)
+    ranges = activation_ranges(reference, x, layers=("input", "logits"))
+    assert ranges["input"] == (float(x.min()), float(x.max()))
+    assert ranges["logits"] == pytest.approx((logits.min(), logits.max()), abs=1e-4)
+    feats = embeddings(reference, x)
+    width = model.get_layer("flatten").output.shape[-1]
+    assert feats.shape == (40, width) and feats.min() >= 0   # the flatten output after ReLU and pooling
+
+
+def test_errors_name_the_file_and_layer(reference, tmp_path, digits):
+    with pytest.raises(ModelError, match="activations are read from the FP32 Keras model"):
+        quantized_layers(reference.tflite)
+    with pytest.raises(ModelError, match="no such model file"):
+        quantized_layers(tmp_path / "missing.keras")
+    with pytest.raises(ModelError, match="has no layer"):
+        next(iter_activations(reference, digits.x[:2], layers=("conv9",)))

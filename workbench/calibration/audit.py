@@ -1,0 +1,299 @@
+"""``audit_coverage``: does the calibration set cover what each deployment condition produces?
+
+MinMax calibration fixes one range ``[lo, hi]`` per quantized tensor from the
+calibration samples (widened to include 0, as the INT8 grid must hold zero
+exactly).  At run time anything outside that range saturates.  For every
+deployment condition's held-out data (``test`` split by default) the audit runs
+the FP32 model and reports, per quantized tensor (see
+:func:`~workbench.calibration.activations.quantized_layers`):
+
+- ``clip_rate``: the share of activation values that fall outside the calibrated
+  range by more than half a quantization step (``(hi - lo) / (2**bits - 1) / 2``:
+  closer than that, rounding error dominates, so such values are not counted);
+- ``utilisation``: the share of the calibrated range the condition's values span
+  (low utilisation means that condition gets few of the 256 levels);
+- the condition's own ``[observed_min, observed_max]``.
+
+A (layer, condition) pair is *at risk* when its clip rate exceeds
+``clip_threshold``; the conditions at risk, worst first, are the ones the
+calibration set should add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._results import Result
+from .._validation import check_choice, check_range
+from ..errors import CalibrationError
+
+LOW_UTILISATION = 0.25
+
+
+@dataclass(frozen=True)
+class AuditRow(Result):
+    """One quantized tensor under one condition."""
+
+    layer: str
+    condition: str
+    n_samples: int
+    clip_rate: float
+    clip_low_rate: float
+    clip_high_rate: float
+    utilisation: float
+    observed_min: float
+    observed_max: float
+    at_risk: bool
+
+
+@dataclass(frozen=True)
+class CoverageAudit(Result):
+    """Clipping and range utilisation per quantized layer and deployment condition."""
+
+    calibration_id: str
+    calibration_hash: str
+    calibration_conditions: dict[str, int]
+    model: str
+    dataset: str
+    split: str
+    layers: tuple[str, ...]
+    conditions: tuple[str, ...]
+    calibrated_ranges: dict[str, tuple[float, float]]
+    rows: tuple[AuditRow, ...]
+    clip_threshold: float
+    activation_bits: int
+    add_conditions: tuple[str, ...]
+    findings: tuple[str, ...]
+
+    # -- lookups ----------------------------------------------------------------------------
+    def row(self, layer: str, condition: str) -> AuditRow:
+        for r in self.rows:
+            if r.layer == layer and r.condition == condition:
+                return r
+        check_choice("layer", layer, self.layers, error=CalibrationError)
+        check_choice("condition", condition, self.conditions, error=CalibrationError)
+        raise CalibrationError(f"no audit row for layer {layer!r} under condition {condition!r}.")
+
+    def clip_rate(self, layer: str, condition: str) -> float:
+        return self.row(layer, condition).clip_rate
+
+    def matrix(self, field: str = "clip_rate") -> np.ndarray:
+        """``(len(layers), len(conditions))`` array of one row field."""
+        out = np.zeros((len(self.layers), len(self.conditions)))
+        li = {name: i for i, name in enumerate(self.layers)}
+        ci = {name: j for j, name in enumerate(self.conditions)}
+        for r in self.rows:
+            out[li[r.layer], ci[r.condition]] = getattr(r, field)
+        return out
+
+    def at_risk(self) -> tuple[AuditRow, ...]:
+        return tuple(r for r in self.rows if r.at_risk)
+
+    def worst_by_condition(self) -> dict[str, AuditRow]:
+        """The layer with the highest clip rate, per condition."""
+        out: dict[str, AuditRow] = {}
+        for r in self.rows:
+            if r.condition not in out or r.clip_rate > out[r.condition].clip_rate:
+                out[r.condition] = r
+        return out
+
+    # -- display ----------------------------------------------------------------------------
+    def summary(self) -> str:
+        if not self.add_conditions:
+            return (f"coverage audit of {self.calibration_id}: no layer clips more than "
+                    f"{self.clip_threshold:.2%} under any of {len(self.conditions)} conditions ({self.split}).")
+        worst = self.worst_by_condition()
+        detail = ", ".join(f"{c} (up to {worst[c].clip_rate:.2%} at {worst[c].layer})" for c in self.add_conditions)
+        return f"coverage audit of {self.calibration_id}: {len(self.at_risk())} layer/condition pair(s) at risk; add {detail}."
+
+    def plot(self, ax: Any = None) -> Any:
+        """Heatmap: clip rate per layer (rows) and condition (columns)."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            _, ax = plt.subplots(figsize=(1.4 * len(self.conditions) + 2.5, 0.45 * len(self.layers) + 1.5))
+        data = self.matrix("clip_rate") * 100
+        image = ax.imshow(data, cmap="Reds", vmin=0, vmax=max(float(data.max()), self.clip_threshold * 100, 1e-9),
+                          aspect="auto")
+        ax.set_xticks(range(len(self.conditions)), self.conditions, rotation=25, ha="right")
+        ax.set_yticks(range(len(self.layers)), self.layers)
+        for i in range(data.shape[0]):
+            for j in range(data.shape[1]):
+                ax.text(j, i, f"{data[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if data[i, j] > 0.6 * data.max() > 0 else "black")
+        ax.set_title(f"clip rate % ({self.calibration_id})", fontsize=9)
+        ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+        return ax
+
+    def plot_ranges(self, ax: Any = None) -> Any:
+        """Per layer: the calibrated range (grey band) and each condition's observed range (bars),
+        in units of the calibrated range's width."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 0.6 * len(self.layers) + 1.5))
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        k = len(self.conditions)
+        for i, layer in enumerate(self.layers):
+            lo, hi = self.calibrated_ranges[layer]
+            width = (hi - lo) or 1.0
+            ax.add_patch(plt.Rectangle((lo / width, i - 0.42), 1.0, 0.84, color="0.88", zorder=0))
+            for j, cond in enumerate(self.conditions):
+                r = self.row(layer, cond)
+                y = i - 0.35 + 0.7 * (j + 0.5) / k
+                ax.plot([r.observed_min / width, r.observed_max / width], [y, y], lw=3,
+                        color=colors[j % len(colors)], label=cond if i == 0 else None,
+                        solid_capstyle="butt")
+        ax.set_yticks(range(len(self.layers)), self.layers)
+        ax.invert_yaxis()
+        ax.set_xlabel("activation / calibrated range width (grey: calibrated range)")
+        ax.set_title("observed range per condition", fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+        ax.autoscale_view()
+        return ax
+
+    def figure(self) -> Any:
+        """Heatmap and range bars side by side."""
+        import matplotlib.pyplot as plt
+        fig, (left, right) = plt.subplots(1, 2, figsize=(14, 0.5 * len(self.layers) + 2))
+        self.plot(left)
+        self.plot_ranges(right)
+        fig.tight_layout()
+        return fig
+
+    def _repr_html_(self) -> str:
+        import matplotlib.pyplot as plt
+        from .. import display
+        fig = self.figure()
+        picture = display.figure_html(fig, alt="coverage audit")
+        plt.close(fig)
+        data = self.matrix("clip_rate")
+        rows = [(layer, *[f"{v:.3%}" for v in data[i]]) for i, layer in enumerate(self.layers)]
+        styles = [display.BAD_STYLE if (data[i] > self.clip_threshold).any() else "" for i in range(len(self.layers))]
+        return (display.heading("Calibration coverage audit") + display.paragraph(self.summary())
+                + "".join(display.paragraph(f) for f in self.findings) + picture
+                + display.table(("layer", *self.conditions), rows, row_styles=styles,
+                                caption=f"clip rate ({self.split} split)"))
+
+
+def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "test",
+                   conditions: Sequence[str] | None = None, clip_threshold: float = 0.001,
+                   activation_bits: int = 8, batch_size: int = 256) -> CoverageAudit:
+    """Compare per-layer activations under each condition with the calibrated ranges.
+
+    Parameters
+    ----------
+    model : the FP32 Keras model (``.keras`` path, ``ReferenceModel`` or ``keras.Model``).
+    calibration : a :class:`CalibrationSet` (ids into ``dataset``) or a ``Dataset`` whose
+        samples all calibrate.
+    dataset : the ``Dataset`` (or name) holding the calibration samples and the held-out data.
+    split : the held-out split audited per condition (default ``"test"``).
+    conditions : the conditions to audit (default: all in ``split``).
+    clip_threshold : a layer/condition pair whose clip rate exceeds this is at risk.
+    activation_bits : activation bit width (8 or 16); sets the rounding tolerance.
+    """
+    from ..data.loaders import load_dataset
+    from .activations import INPUT, _batch_free, load_keras, model_label, quantized_layers
+    data = load_dataset(dataset)
+    check_range("clip_threshold", clip_threshold, 0.0, 1.0, error=CalibrationError)
+    check_choice("activation_bits", activation_bits, (8, 16), error=CalibrationError)
+    check_choice("split", split, data.splits, error=CalibrationError)
+    cal_data, cal_id, cal_hash, cal_conds = _calibration_samples(calibration, data)
+    held_out = data.select(split=split)
+    conds = tuple(held_out.conditions) if conditions is None else tuple(conditions)
+    for c in conds:
+        check_choice("conditions", c, held_out.conditions, error=CalibrationError)
+
+    keras_model = _batch_free(load_keras(model))
+    layers = quantized_layers(keras_model)
+    calibrated = _ranges(keras_model, cal_data.x, layers, batch_size)
+    levels = 2 ** activation_bits - 1
+    rows: list[AuditRow] = []
+    for cond in conds:
+        subset = held_out.select(condition=cond)
+        stats = _clip_stats(keras_model, subset.x, layers, calibrated, levels, batch_size)
+        for layer in layers:
+            low, high, total, omin, omax = stats[layer]
+            lo, hi = calibrated[layer]
+            width = hi - lo
+            covered = max(0.0, min(omax, hi) - max(omin, lo))
+            rate = (low + high) / total
+            rows.append(AuditRow(layer=layer, condition=cond, n_samples=len(subset), clip_rate=rate,
+                                 clip_low_rate=low / total, clip_high_rate=high / total,
+                                 utilisation=covered / width if width > 0 else 1.0,
+                                 observed_min=omin, observed_max=omax, at_risk=rate > clip_threshold))
+    add, findings = _findings(rows, conds, cal_conds, clip_threshold, INPUT, calibrated)
+    return CoverageAudit(
+        calibration_id=cal_id, calibration_hash=cal_hash, calibration_conditions=cal_conds,
+        model=model_label(model), dataset=data.name, split=split, layers=layers, conditions=conds,
+        calibrated_ranges=calibrated, rows=tuple(rows), clip_threshold=float(clip_threshold),
+        activation_bits=activation_bits, add_conditions=add, findings=findings)
+
+
+# -- steps ------------------------------------------------------------------------------------------
+def _calibration_samples(calibration: Any, data: Any) -> tuple[Any, str, str, dict[str, int]]:
+    if hasattr(calibration, "sample_ids") and hasattr(calibration, "hash"):
+        if hasattr(calibration, "images"):
+            cal_data = calibration.images(data)
+        else:
+            cal_data = data.take(calibration.sample_ids)
+        cid = str(getattr(calibration, "id", calibration.hash[:12]))
+        chash = str(calibration.hash)
+    elif hasattr(calibration, "x") and hasattr(calibration, "ids"):
+        cal_data, cid, chash = calibration, f"dataset:{calibration.name}", str(calibration.hash)
+    else:
+        raise CalibrationError(f"`calibration` must be a CalibrationSet or a Dataset. "
+                               f"Got {type(calibration).__name__} instead.")
+    if len(cal_data) == 0:
+        raise CalibrationError(f"calibration {cid!r} has zero samples; nothing to calibrate the ranges with.")
+    conds = {c: int(np.sum(cal_data.condition == c)) for c in cal_data.conditions}
+    return cal_data, cid, chash, conds
+
+
+def _ranges(keras_model: Any, x: np.ndarray, layers: tuple[str, ...], batch_size: int) -> dict[str, tuple[float, float]]:
+    from .activations import activation_ranges
+    raw = activation_ranges(keras_model, x, layers=layers, batch_size=batch_size)
+    # the INT8 grid holds 0 exactly, so the calibrated range always includes it
+    return {name: (min(lo, 0.0), max(hi, 0.0)) for name, (lo, hi) in raw.items()}
+
+
+def _clip_stats(keras_model: Any, x: np.ndarray, layers: tuple[str, ...], calibrated: dict[str, tuple[float, float]],
+                levels: int, batch_size: int) -> dict[str, list[float]]:
+    from .activations import iter_activations
+    stats = {name: [0, 0, 0, np.inf, -np.inf] for name in layers}
+    for batch in iter_activations(keras_model, x, layers=layers, batch_size=batch_size):
+        for name, v in batch.items():
+            lo, hi = calibrated[name]
+            tol = (hi - lo) / levels / 2
+            s = stats[name]
+            s[0] += int(np.count_nonzero(v < lo - tol))
+            s[1] += int(np.count_nonzero(v > hi + tol))
+            s[2] += v.size
+            s[3] = min(s[3], float(v.min()))
+            s[4] = max(s[4], float(v.max()))
+    return stats
+
+
+def _findings(rows: list[AuditRow], conds: tuple[str, ...], cal_conds: dict[str, int], threshold: float,
+              input_name: str, calibrated: dict[str, tuple[float, float]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    by_cond: dict[str, list[AuditRow]] = {c: [r for r in rows if r.condition == c] for c in conds}
+    risky = {c: [r for r in rs if r.at_risk] for c, rs in by_cond.items()}
+    order = sorted((c for c in conds if risky[c]), key=lambda c: -max(r.clip_rate for r in risky[c]))
+    findings = []
+    for c in order:
+        worst = max(risky[c], key=lambda r: r.clip_rate)
+        have = cal_conds.get(c, 0)
+        findings.append(
+            f"{c}: {len(risky[c])} of {len(by_cond[c])} layers clip more than {threshold:.2%} "
+            f"(worst {worst.layer}: {worst.clip_rate:.2%}; observed [{worst.observed_min:.3g}, "
+            f"{worst.observed_max:.3g}] vs calibrated [{calibrated[worst.layer][0]:.3g}, "
+            f"{calibrated[worst.layer][1]:.3g}]); the calibration set holds "
+            f"{have} {c} sample(s): add {c} samples.")
+    for c in conds:
+        low = [r for r in by_cond[c] if r.layer != input_name and r.utilisation < LOW_UTILISATION]
+        if low:
+            findings.append(f"{c}: uses under {LOW_UTILISATION:.0%} of the calibrated range in "
+                            f"{', '.join(r.layer for r in low)} (few INT8 levels; expect coarser activations).")
+    return tuple(order), tuple(findings)

@@ -1,0 +1,359 @@
+"""``curate_calibration_set``: choose which pool samples calibrate the INT8 ranges.
+
+Three strategies, all reproducible from their seed:
+
+- ``random``: a plain draw from the pool, the baseline most tutorials use.  On a
+  pool that is 90% daylight, the set is 90% daylight too.
+- ``stratified``: quotas per deployment condition (equal, or ``condition_weights``
+  such as the expected deployment mix), and within each condition quotas per
+  class.  A condition whose pool is smaller than its quota gives all it has; the
+  shortfall is shared among the other conditions in proportion to their weights
+  (and the same for classes inside a condition), with a warning that names it.
+- ``coverage``: k-center greedy on the FP32 model's penultimate-layer embeddings
+  (the input of the last layer): each pick is the pool sample farthest from
+  everything picked so far, so rare situations get in.
+
+A :class:`CalibrationSet` holds sample ids, not images: ``quantize(model, recipe,
+calibration_set, dataset=...)`` and :func:`audit_coverage` take the images from
+the dataset by id.  Its ``hash`` covers the ids and the dataset's content hash.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._io import atomic_write_json, read_json, stable_hash
+from .._results import Result
+from .._validation import check_choice, check_positive_int
+from ..errors import CalibrationError, WorkbenchWarning
+
+STRATEGIES = ("random", "stratified", "coverage")
+RECOMMENDED_MIN = 200          # 200-1000 samples is the usual advice for MinMax calibration
+UNDER_REPRESENTED = 0.5        # a condition below half its target share is under-represented
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CalibrationSet(Result):
+    """Which samples calibrate the model, and what they cover.
+
+    ``sample_ids`` are ids of ``dataset`` (in pool order); ``conditions`` and
+    ``classes`` are histograms of the chosen samples; ``pool_conditions`` is what the
+    pool offered; ``target_shares`` the share each deployment condition should have.
+    """
+
+    sample_ids: tuple[str, ...]
+    strategy: str
+    seed: int
+    n: int
+    dataset: str
+    dataset_hash: str
+    pool: str
+    conditions: dict[str, int]
+    classes: dict[str, int]
+    pool_conditions: dict[str, int]
+    target_shares: dict[str, float]
+    params: dict[str, Any] = field(default_factory=dict)
+    hash: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.sample_ids) != self.n:
+            raise CalibrationError(f"calibration set holds {len(self.sample_ids)} sample ids but n={self.n}.")
+        expected = content_hash(self.sample_ids, self.dataset_hash)
+        if not self.hash:
+            object.__setattr__(self, "hash", expected)
+        elif self.hash != expected:
+            raise CalibrationError(
+                f"calibration set hash {self.hash[:12]} does not match its sample ids and dataset hash "
+                f"(expected {expected[:12]}); the file was edited or corrupted. Curate the set again.")
+
+    @property
+    def id(self) -> str:
+        """A short name: ``<strategy>-<n>-<hash prefix>``."""
+        return f"{self.strategy}-{self.n}-{self.hash[:12]}"
+
+    def shares(self) -> dict[str, float]:
+        """Share of each condition in the set (conditions the pool offers, zero included)."""
+        names = list(dict.fromkeys([*self.target_shares, *self.pool_conditions, *self.conditions]))
+        return {c: self.conditions.get(c, 0) / self.n for c in names}
+
+    def images(self, dataset: Any) -> Any:
+        """The chosen samples of ``dataset`` as a ``Dataset`` (checks it is the same dataset)."""
+        if getattr(dataset, "hash", None) != self.dataset_hash:
+            raise CalibrationError(
+                f"calibration set {self.id} was drawn from dataset {self.dataset!r} (hash {self.dataset_hash[:12]}) "
+                f"but got {getattr(dataset, 'name', type(dataset).__name__)!r} (hash "
+                f"{str(getattr(dataset, 'hash', None))[:12]}); load the dataset it was made from, or curate again.")
+        return dataset.take(self.sample_ids)
+
+    # -- files ------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the set as JSON (atomically)."""
+        return atomic_write_json(path, {"format": "npu-workbench/calibration-set", "version": FORMAT_VERSION,
+                                        **self.to_dict()})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> CalibrationSet:
+        """Read a set written by :meth:`save`; a file whose hash does not match is refused."""
+        path = Path(path)
+        try:
+            data = read_json(path)
+        except FileNotFoundError:
+            raise CalibrationError(f"{path}: no such calibration set file; create one with "
+                                   "`workbench calibrate ... -o FILE`.") from None
+        except ValueError as exc:
+            raise CalibrationError(f"{path}: not a calibration set (invalid JSON: {exc}).") from None
+        if not isinstance(data, dict) or data.get("format") != "npu-workbench/calibration-set":
+            raise CalibrationError(f"{path}: not a calibration set file (no 'format': "
+                                   "'npu-workbench/calibration-set'); create one with `workbench calibrate`.")
+        try:
+            return cls.from_dict(data)
+        except CalibrationError as exc:
+            raise CalibrationError(f"{path}: {exc}") from None
+        except TypeError as exc:
+            raise CalibrationError(f"{path}: incomplete calibration set ({exc}).") from None
+
+    # -- display ----------------------------------------------------------------------------
+    def summary(self) -> str:
+        parts = ", ".join(f"{c} {k}" for c, k in self.conditions.items())
+        return f"calibration set {self.id}: {self.n} samples from {self.dataset}[{self.pool}] ({parts})"
+
+    def plot(self, ax: Any = None) -> Any:
+        """Bars: share of each condition in the set, the pool and the target."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 3))
+        names = list(self.shares())
+        pool_total = max(sum(self.pool_conditions.values()), 1)
+        pos = np.arange(len(names))
+        ax.bar(pos - 0.27, [self.pool_conditions.get(c, 0) / pool_total for c in names], 0.27, label="pool")
+        ax.bar(pos, [self.shares()[c] for c in names], 0.27, label=f"set ({self.strategy})")
+        ax.bar(pos + 0.27, [self.target_shares.get(c, 0.0) for c in names], 0.27, label="target")
+        ax.set_xticks(pos, names, rotation=20)
+        ax.set_ylabel("share of samples")
+        ax.set_title(f"{self.id}")
+        ax.legend(fontsize=8)
+        return ax
+
+    def _repr_html_(self) -> str:
+        from .. import display
+        pool_total = max(sum(self.pool_conditions.values()), 1)
+        shares = self.shares()
+        rows, styles = [], []
+        for c in shares:
+            target = self.target_shares.get(c, 0.0)
+            rows.append((c, self.conditions.get(c, 0), f"{shares[c]:.1%}", f"{target:.1%}",
+                         f"{self.pool_conditions.get(c, 0) / pool_total:.1%}"))
+            styles.append(display.BAD_STYLE if target > 0 and shares[c] < UNDER_REPRESENTED * target else "")
+        return (display.heading("Calibration set") + display.paragraph(self.summary())
+                + display.paragraph(f"strategy {self.strategy}, seed {self.seed}, params {self.params}, "
+                                    f"dataset hash {self.dataset_hash[:12]}, set hash {self.hash[:12]}")
+                + display.table(("condition", "samples", "share", "target", "pool share"), rows,
+                                row_styles=styles, caption="Conditions")
+                + display.table(("class", "samples"), list(self.classes.items()), caption="Classes"))
+
+
+def content_hash(sample_ids: tuple[str, ...] | list[str], dataset_hash: str) -> str:
+    """sha256 of the sample ids (in order) and the dataset's content hash."""
+    return stable_hash({"sample_ids": list(sample_ids), "dataset_hash": dataset_hash})
+
+
+# -- the verb -------------------------------------------------------------------------------------
+def curate_calibration_set(dataset: Any, n: int, *, strategy: str = "stratified", seed: int = 0,
+                           condition_weights: Mapping[str, float] | None = None, pool: str = "calibration",
+                           model: Any = None, batch_size: int = 256) -> CalibrationSet:
+    """Choose ``n`` calibration samples from ``dataset``'s ``pool`` split.
+
+    Parameters
+    ----------
+    dataset : a ``Dataset`` or a name/path ``load_dataset`` takes.
+    n : number of samples (200-1000 is the usual advice; fewer warns).
+    strategy : ``"random"``, ``"stratified"`` or ``"coverage"``.
+    seed : drives every random choice; the same seed gives the same set.
+    condition_weights : ``{condition: weight}``, the expected deployment mix.  Stratified
+        quotas follow it; for every strategy it defines the deployment conditions whose
+        absence or under-representation warns.  Default: the dataset's conditions, equally.
+    pool : the split to choose from (default ``"calibration"``).
+    model : the FP32 Keras model (``.keras`` path, ``ReferenceModel`` or ``keras.Model``);
+        needed by ``coverage`` only.
+    batch_size : batch size for the embeddings (``coverage``).
+    """
+    from ..data.loaders import load_dataset
+    data = load_dataset(dataset)
+    check_choice("strategy", strategy, STRATEGIES, error=CalibrationError)
+    check_positive_int("n", n, error=CalibrationError)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise CalibrationError(f"`seed` must be an integer. Got {seed!r} instead.")
+    seed = int(seed)
+    check_choice("pool", pool, data.splits, error=CalibrationError)
+    targets = _target_shares(data, condition_weights)
+    pool_set = data.select(split=pool)
+    if n > len(pool_set):
+        raise CalibrationError(
+            f"the {pool!r} pool of dataset {data.name!r} holds {len(pool_set)} samples "
+            f"({', '.join(f'{c} {k}' for c, k in pool_set.counts()[pool].items())}); cannot choose n={n}. "
+            f"Ask for at most {len(pool_set)}, or add samples to the pool (another split with pool=..., "
+            "or a larger dataset).")
+    rng = np.random.default_rng(seed)
+    params: dict[str, Any] = {}
+    if condition_weights is not None:
+        params["condition_weights"] = {c: float(w) for c, w in condition_weights.items()}
+    if strategy == "random":
+        index = rng.choice(len(pool_set), size=n, replace=False)
+    elif strategy == "stratified":
+        index = _stratified(pool_set, n, targets, rng)
+    else:
+        if model is None:
+            raise CalibrationError("strategy 'coverage' needs the FP32 model (`model=`: a .keras file, a "
+                                   "ReferenceModel or a keras.Model) to compute embeddings; CLI: --model FILE.")
+        from .activations import embeddings, model_label
+        feats = embeddings(model, pool_set.x, batch_size=batch_size)
+        index = k_center_greedy(feats, n, seed=seed)
+        params.update({"model": model_label(model), "embedding": "penultimate", "metric": "euclidean"})
+    index = np.sort(np.asarray(index, dtype=np.int64))
+    chosen = pool_set._subset(index, "[calibration-set]")
+    pool_counts = pool_set.counts()[pool]
+    cal = CalibrationSet(
+        sample_ids=tuple(str(s) for s in chosen.ids.tolist()), strategy=strategy, seed=seed, n=int(n),
+        dataset=data.name, dataset_hash=data.hash, pool=pool,
+        conditions={c: int(np.sum(chosen.condition == c)) for c in pool_set.conditions},
+        classes={name: int(np.sum(chosen.y == i)) for i, name in enumerate(data.classes)},
+        pool_conditions={c: int(k) for c, k in pool_counts.items()},
+        target_shares=targets, params=params)
+    _warn_coverage(cal)
+    return cal
+
+
+# -- strategies -----------------------------------------------------------------------------------
+def _target_shares(data: Any, weights: Mapping[str, float] | None) -> dict[str, float]:
+    if weights is None:
+        conds = data.conditions
+        return {c: 1.0 / len(conds) for c in conds}
+    if not isinstance(weights, Mapping) or not weights:
+        raise CalibrationError(f"`condition_weights` must be a non-empty mapping {{condition: weight}}. "
+                               f"Got {weights!r} instead.")
+    for cond, w in weights.items():
+        check_choice("condition_weights key", cond, data.conditions, error=CalibrationError)
+        if isinstance(w, bool) or not isinstance(w, (int, float, np.number)) or not np.isfinite(w) or w < 0:
+            raise CalibrationError(f"`condition_weights[{cond!r}]` must be a finite number >= 0. Got {w!r} instead.")
+    total = float(sum(weights.values()))
+    if total <= 0:
+        raise CalibrationError("`condition_weights` sum to 0; give at least one condition a positive weight.")
+    return {c: float(w) / total for c, w in weights.items()}
+
+
+def allocate(total: int, weights: Mapping[str, float], capacity: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:
+    """Split ``total`` into integer quotas proportional to ``weights``, at most ``capacity`` each.
+
+    Largest remainders round the shares.  A key whose capacity is below its quota gets
+    its whole capacity and the remainder goes to the others, in proportion to their
+    weights (repeated until every quota fits).  Returns the quotas and the capped keys.
+    """
+    quotas = {k: 0 for k in weights}
+    open_keys = [k for k in weights if weights[k] > 0 and capacity.get(k, 0) > 0]
+    capped: list[str] = [k for k in weights if weights[k] > 0 and capacity.get(k, 0) <= 0]
+    left = total
+    while left > 0 and open_keys:
+        w = np.array([weights[k] for k in open_keys], dtype=float)
+        exact = left * w / w.sum()
+        share = np.floor(exact).astype(int)
+        order = np.argsort(-(exact - share), kind="stable")
+        share[order[:left - int(share.sum())]] += 1
+        full = [k for k, s in zip(open_keys, share) if quotas[k] + s >= capacity[k]]
+        if not full:
+            for k, s in zip(open_keys, share):
+                quotas[k] += int(s)
+            break
+        for k in full:   # these give everything they have; re-share the rest among the others
+            left -= capacity[k] - quotas[k]
+            if weights[k] * total / sum(weights.values()) > capacity[k]:
+                capped.append(k)
+            quotas[k] = capacity[k]
+        open_keys = [k for k in open_keys if k not in full]
+    if left > 0 and not open_keys:   # weighted keys exhausted: fall back to what nobody asked for
+        spare = [k for k in capacity if k not in weights or weights[k] <= 0]
+        for k in spare:
+            take = min(left, capacity[k] - quotas.get(k, 0))
+            quotas[k] = quotas.get(k, 0) + take
+            left -= take
+    return quotas, capped
+
+
+def _stratified(pool_set: Any, n: int, targets: dict[str, float], rng: np.random.Generator) -> np.ndarray:
+    conds = pool_set.conditions
+    capacity = {c: int(np.sum(pool_set.condition == c)) for c in conds}
+    weights = {c: targets.get(c, 0.0) for c in conds} | {c: w for c, w in targets.items() if c not in capacity}
+    quotas, capped = allocate(n, weights, capacity)
+    if capped:
+        detail = ", ".join(f"{c} wants ~{targets.get(c, 0.0) * n:.0f}, pool has {capacity.get(c, 0)}" for c in capped)
+        warnings.warn(
+            f"stratified: the pool cannot supply the quota of {len(capped)} condition(s) ({detail}); took all it "
+            "has of each and shared the remainder among the other conditions by weight. Add samples of those "
+            "conditions to the pool to reach the deployment mix.", WorkbenchWarning, stacklevel=3)
+    picked: list[np.ndarray] = []
+    n_classes = len(pool_set.classes)
+    for c in conds:
+        q = quotas.get(c, 0)
+        if q <= 0:
+            continue
+        members = np.flatnonzero(pool_set.condition == c)
+        by_class = {k: members[pool_set.y[members] == k] for k in range(n_classes)}
+        class_q, _ = allocate(q, {k: 1.0 for k in range(n_classes)}, {k: len(v) for k, v in by_class.items()})
+        for k in range(n_classes):
+            if class_q.get(k, 0):
+                picked.append(rng.choice(by_class[k], size=class_q[k], replace=False))
+    return np.concatenate(picked) if picked else np.zeros(0, dtype=np.int64)
+
+
+def k_center_greedy(points: np.ndarray, k: int, *, seed: int = 0) -> np.ndarray:
+    """Indices of ``k`` points chosen by k-center greedy (farthest-point) selection.
+
+    The first point is drawn with ``seed``; each next one is the point farthest (Euclidean)
+    from all chosen so far, which minimises the largest distance from any point to its
+    nearest chosen one within a factor of two.  Ties go to the lowest index.
+    """
+    points = np.asarray(points, dtype=np.float64).reshape(len(points), -1)
+    check_positive_int("k", k, error=CalibrationError)
+    if k > len(points):
+        raise CalibrationError(f"k-center greedy cannot choose k={k} of {len(points)} points.")
+    rng = np.random.default_rng(seed)
+    first = int(rng.integers(len(points)))
+    chosen = [first]
+    dist = np.linalg.norm(points - points[first], axis=1)
+    dist[first] = -1.0
+    for _ in range(k - 1):
+        nxt = int(np.argmax(dist))
+        chosen.append(nxt)
+        dist = np.minimum(dist, np.linalg.norm(points - points[nxt], axis=1))
+        dist[chosen] = -1.0
+    return np.array(chosen, dtype=np.int64)
+
+
+def _warn_coverage(cal: CalibrationSet) -> None:
+    if cal.n < RECOMMENDED_MIN:
+        warnings.warn(f"calibration set has {cal.n} samples, fewer than {RECOMMENDED_MIN}; 200-1000 is the usual "
+                      "advice for stable activation ranges. Ask for more if the pool allows.",
+                      WorkbenchWarning, stacklevel=3)
+    shares = cal.shares()
+    missing = [c for c, t in cal.target_shares.items() if t > 0 and cal.conditions.get(c, 0) == 0]
+    under = [c for c, t in cal.target_shares.items()
+             if t > 0 and 0 < cal.conditions.get(c, 0) and shares[c] < UNDER_REPRESENTED * t]
+    short = [c for c in missing + under if cal.pool_conditions.get(c, 0) < cal.target_shares[c] * cal.n]
+    fix = ("add samples of " + ", ".join(short) + " to the pool" if short and cal.strategy == "stratified"
+           else "use strategy='stratified' (with condition_weights for the deployment mix)"
+           + (" and add samples of " + ", ".join(short) + " to the pool" if short else ""))
+    if missing:
+        warnings.warn(f"deployment condition(s) {', '.join(missing)} missing from calibration set {cal.id}: their "
+                      f"activation ranges are not calibrated and may clip. To fix, {fix}; `audit_coverage` shows "
+                      "the risk per layer.", WorkbenchWarning, stacklevel=3)
+    if under:
+        detail = ", ".join(f"{c} {shares[c]:.1%} (target {cal.target_shares[c]:.1%})" for c in under)
+        warnings.warn(f"deployment condition(s) under-represented in calibration set {cal.id}: {detail}. "
+                      f"To fix, {fix}.", WorkbenchWarning, stacklevel=3)
