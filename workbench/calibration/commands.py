@@ -73,6 +73,12 @@ def register(sub) -> None:
     exp.add_argument("--weights", type=_weights, help="deployment mix CONDITION=WEIGHT,... for stratified")
     exp.add_argument("--pool", default="calibration")
     exp.add_argument("--split", default="test", help="evaluation split (default: test)")
+    exp.add_argument("--baseline", choices=STRATEGIES,
+                     help="strategy the others are compared with (default: random if compared, else the first)")
+    exp.add_argument("--repeats", type=int, default=1,
+                     help="seeds per strategy (seed .. seed+repeats-1); drops are averaged (default 1)")
+    exp.add_argument("--margin", type=float, default=1.0,
+                     help="difference in drop (pp) below which no verdict is drawn (default 1.0)")
     exp.add_argument("--plot", help="write the side-by-side plot as a PNG to this file")
     add_json_flag(exp)
     exp.set_defaults(func=_experiment)
@@ -144,7 +150,9 @@ def _experiment(args) -> int:
     data = load_dataset(args.data)
     exp = compare_calibration_strategies(_resolve_model(args.model, data), data, n=args.n,
                                          strategies=args.strategies, recipe=args.recipe, seed=args.seed,
-                                         condition_weights=args.weights, pool=args.pool, split=args.split)
+                                         condition_weights=args.weights, pool=args.pool, split=args.split,
+                                         baseline=args.baseline, margin_pp=args.margin,
+                                         repeats=args.repeats)
     if args.plot:
         _save_figure(exp.figure(), args.plot)
     emit(exp, as_json=args.json, text=exp.text())
