@@ -76,3 +76,51 @@ def result_html(result: Any) -> str:
             rows.append((f.name, f"{type(value).__name__} of {len(value)}"))
     return (heading(type(result).__name__) + paragraph(result.summary())
             + table(("field", "value"), rows))
+
+
+def alert(text: str) -> str:
+    """A red box holding one escaped message (an error shown in a widget's status line)."""
+    return (f'<div style="{BAD_STYLE};border:1px solid #d62728;padding:2px 6px;margin:2px 0">'
+            f"{paragraph(text)}</div>")
+
+
+PAGE_CSS = """
+body{font-family:sans-serif;font-size:13px;margin:16px auto;max-width:1100px;color:#222}
+pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}
+.input_prompt,.output_prompt,.prompt{color:#888;font-size:11px}
+.output_area pre,.output_subarea pre{background:none}
+.output_stderr pre{background:#fff5e5}
+.output_error pre{background:#fde2e2}
+.anchor-link{display:none}
+img{max-width:100%}
+.cell{margin:6px 0}
+.ansi-red-fg{color:#c00}.ansi-green-fg{color:#070}.ansi-yellow-fg{color:#a60}.ansi-blue-fg{color:#04a}
+.ansi-cyan-fg{color:#077}.ansi-bold{font-weight:bold}
+"""
+
+
+def link(href: str, text: str) -> str:
+    """A link to a file of the same report folder (relative ``href`` only)."""
+    return f'<a href="{esc(href)}">{esc(text)}</a>'
+
+
+def raw_table(headers: Sequence[str], rows: Iterable[Sequence[str]], *,
+              row_styles: Sequence[str] | None = None, caption: str | None = None) -> str:
+    """Like :func:`table`, but cells are HTML built by this module (links), not escaped."""
+    out = [f'<table style="{TABLE_STYLE}">']
+    if caption:
+        out.append(f'<caption style="text-align:left;font-weight:bold">{esc(caption)}</caption>')
+    out.append("<tr>" + "".join(f'<th style="{HEAD_STYLE}">{esc(h)}</th>' for h in headers) + "</tr>")
+    for i, row in enumerate(rows):
+        style = row_styles[i] if row_styles and i < len(row_styles) else ""
+        out.append(f'<tr style="{style}">' + "".join(
+            f'<td style="{CELL_STYLE};text-align:left">{c}</td>' for c in row) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def page(title: str, body: str, *, extra_css: str = "") -> str:
+    """A complete, self-contained HTML page (inline CSS, no scripts, no external links)."""
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+            f"<title>{esc(title)}</title><style>{PAGE_CSS}{extra_css}</style></head>"
+            f"<body>{body}</body></html>\n")

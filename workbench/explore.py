@@ -1,0 +1,495 @@
+"""The explorer: one model, every knob, and what each knob does to accuracy, clipping and placement.
+
+:func:`explorer` builds an :class:`Explorer`: ipywidgets for the target, the
+quantization recipe (per-channel or per-tensor weights, 8- or 16-bit
+activations), the calibration strategy and size, and the deployment conditions
+shown.  Changing any of them runs the pipeline again and redraws three panels:
+
+- accuracy per condition, FP32 against INT8 (:func:`~workbench.evaluate.accuracy.compare_accuracy`);
+- the calibration coverage audit's clipping heatmap (:func:`~workbench.calibration.audit.audit_coverage`);
+- the op placement strip on the target (:func:`~workbench.placement.analyze.analyze_placement`).
+
+The widgets only collect settings.  The work is :meth:`Explorer.compute`, a plain
+method that takes :class:`ExplorerSettings` and returns an :class:`Exploration`
+(a frozen result holding the calibration set, the quantized model, the accuracy
+report, the audit and the placement report), so tests and scripts assert on data.
+Repeated settings are cheap: quantization and evaluation are content-addressed in
+the workbench cache, and the explorer keeps calibration sets, audits and
+placements it has already computed in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional
+
+from ._results import Result
+from ._validation import check_choice, check_positive_int
+from .calibration.audit import CoverageAudit
+from .calibration.curate import STRATEGIES, CalibrationSet
+from .errors import (CalibrationError, DataError, ModelError, PlacementError, QuantizationError, TargetError,
+                     WorkbenchError, WorkbenchWarning)
+from .evaluate.accuracy import AccuracyReport
+from .placement.analyze import PlacementReport
+from .quantize.engine import QuantizedModel
+from .quantize.recipe import RECIPES, get_recipe
+from .targets import TARGET_IDS
+
+RECIPE_LABELS = {
+    "a8w8_pc": "a8w8_pc: per-channel weights, 8-bit activations",
+    "a8w8_pt": "a8w8_pt: per-tensor weights, 8-bit activations",
+    "a16w8_pc": "a16w8_pc: per-channel weights, 16-bit activations",
+}
+FP32_NAME = "fp32"
+SPLIT = "test"
+
+
+# --------------------------------------------------------------------------- results
+
+@dataclass(frozen=True)
+class ExplorerSettings(Result):
+    """One position of every knob.  Validated against the dataset by :meth:`Explorer.check`."""
+
+    target: str = "imx8mp"
+    recipe: str = "a8w8_pc"
+    calibration_strategy: str = "stratified"
+    calibration_size: int = 200
+    conditions: tuple[str, ...] = ()
+    seed: int = 0
+
+    def summary(self) -> str:
+        return (f"{self.recipe} on {self.target}, {self.calibration_strategy} calibration of "
+                f"{self.calibration_size} (seed {self.seed}), conditions {', '.join(self.conditions)}")
+
+
+@dataclass(frozen=True)
+class AccuracyRow(Result):
+    """FP32 and INT8 top-1 accuracy under one condition."""
+
+    condition: str
+    n: int
+    fp32: float
+    int8: float
+    drop_pp: float
+
+
+@dataclass(frozen=True)
+class Exploration(Result):
+    """Everything one setting of the explorer produced."""
+
+    settings: ExplorerSettings
+    model: str
+    dataset: str
+    dataset_hash: str
+    calibration: CalibrationSet
+    quantized: QuantizedModel
+    accuracy: AccuracyReport
+    audit: CoverageAudit
+    placement: Optional[PlacementReport]
+    placement_error: str = ""
+    warnings: tuple[str, ...] = ()
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def accuracy_table(self) -> tuple[AccuracyRow, ...]:
+        """Per condition: sample count, FP32 and INT8 accuracy, drop in percentage points."""
+        return accuracy_rows(self.accuracy, self.settings.recipe)
+
+    def summary(self) -> str:
+        rows = self.accuracy_table()
+        worst = max(rows, key=lambda r: r.drop_pp) if rows else None
+        drop = f"worst drop {worst.drop_pp:+.1f} pp ({worst.condition})" if worst else "no accuracy rows"
+        p = self.placement
+        where = (f"{p.npu_ops}/{len(p.ops)} ops on the NPU, {p.n_cpu_islands} CPU island(s)" if p is not None
+                 else f"no placement on {self.settings.target}")
+        return (f"{self.settings.recipe} on {self.settings.target} with {self.calibration.id}: {drop}; "
+                f"{len(self.audit.at_risk())} clipping layer/condition pair(s); {where}; "
+                f"model sha256 {self.quantized.sha256[:12]}" + (" (cache hit)" if self.quantized.cache_hit else ""))
+
+    # -- pictures -------------------------------------------------------------------------
+    def plot_accuracy(self, ax: Any = None) -> Any:
+        """Bars: FP32 and INT8 top-1 accuracy per condition."""
+        import matplotlib.pyplot as plt
+        import numpy as np
+        rows = self.accuracy_table()
+        if ax is None:
+            _, ax = plt.subplots(figsize=(1.1 * len(rows) + 2.5, 3))
+        pos = np.arange(len(rows))
+        ax.bar(pos - 0.2, [r.fp32 * 100 for r in rows], 0.4, label=FP32_NAME, color="0.6")
+        ax.bar(pos + 0.2, [r.int8 * 100 for r in rows], 0.4, label=self.settings.recipe, color="#1f77b4")
+        for p, r in zip(pos, rows):
+            ax.text(p + 0.2, r.int8 * 100, f"{-r.drop_pp:+.1f}", ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(pos, [r.condition for r in rows], rotation=20, ha="right")
+        ax.set_ylabel("top-1 accuracy (%)")
+        ax.set_ylim(0, 105)
+        ax.set_title(f"accuracy per condition ({SPLIT} split)", fontsize=9)
+        ax.legend(fontsize=7, loc="lower left")
+        return ax
+
+    def figure(self) -> Any:
+        """Accuracy bars, clipping heatmap and placement strip in one figure."""
+        import matplotlib.pyplot as plt
+        strip = self.placement is not None
+        fig = plt.figure(figsize=(13, 0.45 * len(self.audit.layers) + (3.5 if strip else 2.5)))
+        grid = fig.add_gridspec(2 if strip else 1, 2, height_ratios=(5, 1) if strip else None)
+        self.plot_accuracy(fig.add_subplot(grid[0, 0]))
+        self.audit.plot(fig.add_subplot(grid[0, 1]))
+        if strip:
+            self.placement.plot(fig.add_subplot(grid[1, :]))
+        fig.tight_layout()
+        return fig
+
+    def _repr_html_(self) -> str:
+        import matplotlib.pyplot as plt
+        from . import display
+        fig = self.figure()
+        picture = display.figure_html(fig, alt="exploration")
+        plt.close(fig)
+        return (display.heading("Exploration") + display.paragraph(self.summary())
+                + (display.alert(self.placement_error) if self.placement_error else "")
+                + "".join(display.paragraph(f"warning: {w}") for w in self.warnings) + picture
+                + accuracy_html(self) + settings_html(self))
+
+
+# --------------------------------------------------------------------------- the widget
+
+@dataclass
+class _Run:
+    """What one compute collects on the way: seconds per step and warnings."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+class Explorer:
+    """Widgets, the compute path behind them, and the panels they redraw.
+
+    Attributes: ``target``, ``recipe``, ``calibration_strategy`` (ToggleButtons/Dropdown),
+    ``calibration_size`` (IntSlider), ``conditions`` (SelectMultiple), ``status``,
+    ``accuracy_panel``, ``audit_panel``, ``placement_panel`` (HTML), ``widget`` (the box
+    to display), ``result`` (the last :class:`Exploration`), ``error`` (the last error
+    an update raised, shown in ``status``).
+    """
+
+    def __init__(self, model: Any, dataset: Any, settings: ExplorerSettings, *, auto_update: bool = True) -> None:
+        import ipywidgets as w
+        self.model = model
+        self.dataset = dataset
+        self.keras_path = _keras_path(model)
+        self.pool_size = len(dataset.select(split="calibration"))
+        self.test_conditions = dataset.select(split=SPLIT).conditions
+        settings = self.check(settings)
+        self.auto_update = auto_update
+        self.result: Exploration | None = None
+        self.error: WorkbenchError | None = None
+        self.updates = 0
+        self._held = 0
+        self._pending = False
+        self._memo: dict[tuple, Any] = {}
+
+        self.target = w.ToggleButtons(options=TARGET_IDS, value=settings.target, description="target",
+                                      tooltips=[_target_name(t) for t in TARGET_IDS])
+        self.recipe = w.Dropdown(options=[(RECIPE_LABELS.get(r, r), r) for r in RECIPES], value=settings.recipe,
+                                 description="recipe", layout=w.Layout(width="460px"))
+        self.calibration_strategy = w.ToggleButtons(options=STRATEGIES, value=settings.calibration_strategy,
+                                                    description="calibration")
+        self.calibration_size = w.IntSlider(value=settings.calibration_size, min=1, max=self.pool_size, step=1,
+                                            description="samples", continuous_update=False)
+        self.conditions = w.SelectMultiple(options=self.test_conditions, value=settings.conditions,
+                                           description="conditions", rows=min(len(self.test_conditions), 6))
+        self.seed = settings.seed
+        self.status = w.HTML()
+        self.accuracy_panel = w.HTML()
+        self.audit_panel = w.HTML()
+        self.placement_panel = w.HTML()
+        for control in self.controls:
+            control.observe(self._on_change, names="value")
+        self.widget = w.VBox([
+            w.HBox([w.VBox([self.target, self.recipe, self.calibration_strategy, self.calibration_size]),
+                    self.conditions]),
+            self.status,
+            w.HBox([self.accuracy_panel, self.audit_panel]),
+            self.placement_panel,
+        ])
+
+    # -- settings ---------------------------------------------------------------------------
+    @property
+    def controls(self) -> tuple[Any, ...]:
+        return (self.target, self.recipe, self.calibration_strategy, self.calibration_size, self.conditions)
+
+    @property
+    def settings(self) -> ExplorerSettings:
+        """The settings the widgets show now."""
+        return ExplorerSettings(target=self.target.value, recipe=self.recipe.value,
+                                calibration_strategy=self.calibration_strategy.value,
+                                calibration_size=int(self.calibration_size.value),
+                                conditions=tuple(self.conditions.value), seed=self.seed)
+
+    def check(self, settings: ExplorerSettings) -> ExplorerSettings:
+        """Validate ``settings`` against the targets, recipes and this dataset."""
+        check_choice("target", settings.target, TARGET_IDS, error=TargetError)
+        check_choice("recipe", settings.recipe, RECIPES, error=QuantizationError)
+        check_choice("calibration_strategy", settings.calibration_strategy, STRATEGIES, error=CalibrationError)
+        check_positive_int("calibration_size", settings.calibration_size, error=CalibrationError)
+        if settings.calibration_size > self.pool_size:
+            raise CalibrationError(
+                f"`calibration_size` must be at most {self.pool_size}, the size of the calibration pool of "
+                f"dataset {self.dataset.name!r}. Got {settings.calibration_size} instead.")
+        if isinstance(settings.seed, bool) or not isinstance(settings.seed, int):
+            raise CalibrationError(f"`seed` must be an integer. Got {settings.seed!r} instead.")
+        conditions = (settings.conditions,) if isinstance(settings.conditions, str) else tuple(settings.conditions)
+        if not conditions:
+            raise DataError(f"no deployment condition selected; select at least one of "
+                            f"{', '.join(map(repr, self.test_conditions))}.")
+        for c in conditions:
+            check_choice("conditions", c, self.test_conditions, error=DataError)
+        return replace(settings, conditions=conditions)
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[Explorer]:
+        """Change several widgets with one update at the end (``with ex.hold(): ...``)."""
+        self._held += 1
+        try:
+            yield self
+        finally:
+            self._held -= 1
+        if self._held == 0 and self._pending:
+            self._pending = False
+            self._observed_update()
+
+    # -- compute ---------------------------------------------------------------------------
+    def compute(self, settings: ExplorerSettings | None = None) -> Exploration:
+        """Run calibration, quantization, audit, accuracy and placement for ``settings``.
+
+        Plain data in, plain data out: no widget is read or written.  ``settings`` defaults
+        to what the widgets show.
+        """
+        s = self.check(settings if settings is not None else self.settings)
+        run = _Run()
+        calibration = self._step(run, "calibration", ("calibration", s.calibration_strategy, s.calibration_size,
+                                                      s.seed), lambda: self._calibration(s))
+        quantized = self._step(run, "quantize", None, lambda: self._quantize(s, calibration))
+        bits = quantized.recipe.activation_bits
+        audit = self._step(run, "audit", ("audit", calibration.hash, s.conditions, bits),
+                           lambda: self._audit(s, calibration, bits))
+        accuracy = self._step(run, "accuracy", ("accuracy", quantized.sha256, s.recipe, s.conditions),
+                              lambda: self._accuracy(s, quantized))
+        placement, placement_error = None, ""
+        try:
+            placement = self._step(run, "placement", ("placement", quantized.sha256, s.target),
+                                   lambda: self._placement(s, quantized))
+        except (TargetError, PlacementError) as exc:
+            # The target cannot take this model (a16w8 on an INT8-only NPU): the accuracy and the
+            # audit still stand, so the reason becomes part of the result instead of hiding them.
+            placement_error = f"placement on {s.target}: {exc}"
+        return Exploration(settings=s, model=self.keras_path, dataset=self.dataset.name,
+                           dataset_hash=self.dataset.hash, calibration=calibration, quantized=quantized,
+                           accuracy=accuracy, audit=audit, placement=placement, placement_error=placement_error,
+                           warnings=tuple(dict.fromkeys(run.warnings)), seconds=run.seconds)
+
+    def update(self) -> Exploration:
+        """Compute the widgets' settings and redraw the panels.  Errors propagate (and show in ``status``)."""
+        from . import display
+        self.status.value = display.paragraph(f"computing {self.settings.summary()} ...")
+        try:
+            result = self.compute()
+        except WorkbenchError as exc:
+            self.error = exc
+            self.status.value = error_html(exc)
+            raise
+        self.error = None
+        self.result = result
+        self.updates += 1
+        self._render(result)
+        return result
+
+    def _on_change(self, change: dict[str, Any]) -> None:
+        if not self.auto_update:
+            return
+        if self._held:
+            self._pending = True
+            return
+        self._observed_update()
+
+    def _observed_update(self) -> None:
+        # A widget callback has nobody to raise to: the error is kept in `error` and shown in `status`.
+        with contextlib.suppress(WorkbenchError):
+            self.update()
+
+    # -- steps ------------------------------------------------------------------------------
+    def _step(self, run: _Run, name: str, key: tuple | None, fn: Any) -> Any:
+        """Run one step (or take it from the in-memory memo under ``key``), timing it and keeping
+        the warnings it raised: they are re-issued and listed in the result every time."""
+        start = time.perf_counter()
+        if key is not None and key in self._memo:
+            value, caught = self._memo[key]
+        else:
+            with warnings.catch_warnings(record=True) as records:
+                warnings.simplefilter("always")
+                value = fn()
+            caught = tuple(records)
+            if key is not None:
+                self._memo[key] = (value, caught)
+        for record in caught:
+            if issubclass(record.category, WorkbenchWarning):
+                run.warnings.append(f"{name}: {record.message}")
+            warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)
+        run.seconds[name] = round(time.perf_counter() - start, 3)
+        return value
+
+    def _calibration(self, s: ExplorerSettings) -> CalibrationSet:
+        from .calibration.curate import curate_calibration_set
+        model = self.keras_path if s.calibration_strategy == "coverage" else None
+        return curate_calibration_set(self.dataset, s.calibration_size, strategy=s.calibration_strategy,
+                                      seed=s.seed, model=model)
+
+    def _quantize(self, s: ExplorerSettings, calibration: CalibrationSet) -> QuantizedModel:
+        # not memoized here: the quantize cache is content-addressed and reports its own hits
+        from .quantize.engine import quantize
+        return quantize(self.keras_path, s.recipe, calibration, dataset=self.dataset)
+
+    def _audit(self, s: ExplorerSettings, calibration: CalibrationSet, bits: int) -> CoverageAudit:
+        from .calibration.audit import audit_coverage
+        return audit_coverage(self.keras_path, calibration, dataset=self.dataset, split=SPLIT,
+                              conditions=s.conditions, activation_bits=bits)
+
+    def _accuracy(self, s: ExplorerSettings, quantized: QuantizedModel) -> AccuracyReport:
+        from .evaluate.accuracy import compare_accuracy
+        return compare_accuracy(self.keras_path, [quantized.path], self.dataset, conditions=list(s.conditions),
+                                split=SPLIT, names=[s.recipe])
+
+    def _placement(self, s: ExplorerSettings, quantized: QuantizedModel) -> PlacementReport:
+        from .placement.analyze import analyze_placement
+        return analyze_placement(quantized.path, s.target)
+
+    # -- drawing ---------------------------------------------------------------------------
+    def _render(self, result: Exploration) -> None:
+        import matplotlib.pyplot as plt
+        from . import display
+        self.status.value = (display.paragraph(result.summary())
+                             + "".join(display.paragraph(f"warning: {w}") for w in result.warnings))
+        panels = [(self.accuracy_panel, result.plot_accuracy, "accuracy per condition", accuracy_html(result)),
+                  (self.audit_panel, result.audit.plot, "clipping heatmap", "")]
+        if result.placement is not None:
+            panels.append((self.placement_panel, result.placement.plot, "placement strip", ""))
+        else:
+            self.placement_panel.value = display.alert(result.placement_error)
+        for panel, plot, alt, extra in panels:
+            ax = plot()
+            panel.value = display.figure_html(ax.figure, alt=alt) + extra
+            plt.close(ax.figure)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+        display(self.widget)
+
+    def __repr__(self) -> str:
+        return f"Explorer({self.settings.summary()}; {self.updates} update(s))"
+
+
+# --------------------------------------------------------------------------- the verb
+
+def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", target: str = "imx8mp",
+             recipe: str = "a8w8_pc", calibration_strategy: str = "stratified", calibration_size: int = 200,
+             conditions: Sequence[str] | None = None, seed: int = 0, auto_update: bool = True,
+             compute: bool = True) -> Explorer:
+    """Build the explorer widgets for ``model`` on ``dataset`` and (by default) compute the first view.
+
+    Parameters
+    ----------
+    model : ``"reference"`` (the built-in reference CNN, trained or taken from the cache), a
+        ``ReferenceModel``, or the path of an FP32 Keras model (``.keras``/``.h5``).
+    dataset : a ``Dataset`` or a name/path ``load_dataset`` takes; needs ``calibration``
+        and ``test`` splits.
+    target : ``"imx8mp"``, ``"imx93"`` or ``"imx95"``.
+    recipe : ``"a8w8_pc"``, ``"a8w8_pt"`` or ``"a16w8_pc"``.
+    calibration_strategy : ``"random"``, ``"stratified"`` or ``"coverage"``.
+    calibration_size : calibration samples (at most the calibration pool's size).
+    conditions : deployment conditions shown, a list or a comma string (None, "" or "all":
+        every condition of the ``test`` split).
+    seed : the calibration draw's seed.
+    auto_update : recompute when a widget changes (False: call ``update()`` yourself).
+    compute : compute the first view now, so the panels are filled when displayed.
+    """
+    from .data.loaders import load_dataset
+    data = load_dataset(dataset)
+    for split in ("calibration", SPLIT):
+        if split not in data.splits:
+            raise DataError(f"dataset {data.name!r} has no {split!r} split (splits: {', '.join(data.splits)}); "
+                            "the explorer calibrates from 'calibration' and measures on 'test'.")
+    if isinstance(model, str) and model == "reference":
+        from .models.reference import reference_model
+        model = reference_model(dataset=data)
+    if isinstance(conditions, str):
+        conditions = [c.strip() for c in conditions.split(",") if c.strip() and c.strip() != "all"]
+    if not conditions:
+        conditions = data.select(split=SPLIT).conditions
+    settings = ExplorerSettings(target=target, recipe=recipe, calibration_strategy=calibration_strategy,
+                                calibration_size=calibration_size, conditions=tuple(conditions), seed=seed)
+    ex = Explorer(model, data, settings, auto_update=auto_update)
+    if compute:
+        ex.update()
+    return ex
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _keras_path(model: Any) -> str:
+    path = getattr(model, "keras", model)
+    if not isinstance(path, (str, Path)):
+        raise ModelError(f"`model` must be 'reference', a ReferenceModel or the path of an FP32 Keras model "
+                         f"(.keras/.h5). Got {type(model).__name__} instead.")
+    path = Path(path)
+    if path.suffix.lower() not in (".keras", ".h5", ".hdf5"):
+        raise ModelError(f"{path}: the explorer quantizes and audits an FP32 Keras model (.keras or .h5); got "
+                         f"{path.name!r}. Pass the .keras file (reference_model().keras).")
+    if not path.is_file():
+        raise ModelError(f"{path}: no such model file; train it first or pass model='reference'.")
+    return str(path)
+
+
+def _target_name(target_id: str) -> str:
+    from .targets import get_target
+    return get_target(target_id).name
+
+
+def accuracy_rows(report: Any, name: str) -> tuple[AccuracyRow, ...]:
+    """FP32/INT8 pairs per condition from an accuracy report whose INT8 model is called ``name``."""
+    out = []
+    for r in report.rows:
+        if r.model != name:
+            continue
+        drop = float(r.drop_pp)
+        acc = float(r.accuracy)
+        out.append(AccuracyRow(condition=r.condition, n=int(r.n), fp32=round(acc + drop / 100.0, 10), int8=acc,
+                               drop_pp=drop))
+    return tuple(out)
+
+
+def accuracy_html(result: Exploration) -> str:
+    from . import display
+    rows = result.accuracy_table()
+    styles = [display.BAD_STYLE if r.drop_pp > 1.0 else "" for r in rows]
+    return display.table(("condition", "n", "FP32", "INT8", "drop (pp)"),
+                         [(r.condition, r.n, f"{r.fp32:.2%}", f"{r.int8:.2%}", f"{r.drop_pp:+.2f}") for r in rows],
+                         row_styles=styles, caption=f"Top-1 accuracy ({SPLIT} split)")
+
+
+def settings_html(result: Exploration) -> str:
+    from . import display
+    s, q = result.settings, result.quantized
+    rows = [("target", s.target), ("recipe", q.recipe.summary()), ("calibration", result.calibration.summary()),
+            ("model", Path(result.model).name), ("INT8 sha256", q.sha256),
+            ("quantization", "cache hit" if q.cache_hit else "quantized now"),
+            ("placement", result.placement.summary() if result.placement is not None else result.placement_error),
+            ("seconds", ", ".join(f"{k} {v:.2f}" for k, v in result.seconds.items()))]
+    return display.table(("", ""), rows, caption="Settings")
+
+
+def error_html(exc: BaseException) -> str:
+    from . import display
+    return display.alert(f"{type(exc).__name__}: {exc}")
