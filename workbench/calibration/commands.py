@@ -147,15 +147,20 @@ def _experiment(args) -> int:
     from ..cli import emit
     from ..data.loaders import load_dataset
     from .experiment import compare_calibration_strategies
+    import warnings
     data = load_dataset(args.data)
-    exp = compare_calibration_strategies(_resolve_model(args.model, data), data, n=args.n,
-                                         strategies=args.strategies, recipe=args.recipe, seed=args.seed,
-                                         condition_weights=args.weights, pool=args.pool, split=args.split,
-                                         baseline=args.baseline, margin_pp=args.margin,
-                                         repeats=args.repeats)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exp = compare_calibration_strategies(_resolve_model(args.model, data), data, n=args.n,
+                                             strategies=args.strategies, recipe=args.recipe, seed=args.seed,
+                                             condition_weights=args.weights, pool=args.pool, split=args.split,
+                                             baseline=args.baseline, margin_pp=args.margin,
+                                             repeats=args.repeats)
+    notes = list(dict.fromkeys(_notes(caught)))
     if args.plot:
         _save_figure(exp.figure(), args.plot)
-    emit(exp, as_json=args.json, text=exp.text())
+    text = exp.text() + "".join(f"\nwarning: {n}" for n in notes)
+    emit({**exp.to_dict(), "warnings": notes}, as_json=args.json, text=text)
     return 0
 
 

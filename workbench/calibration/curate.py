@@ -292,7 +292,7 @@ def _stratified(pool_set: Any, n: int, targets: dict[str, float], rng: np.random
     weights = {c: targets.get(c, 0.0) for c in conds} | {c: w for c, w in targets.items() if c not in capacity}
     quotas, capped = allocate(n, weights, capacity)
     if capped:
-        detail = ", ".join(f"{c} wants ~{targets.get(c, 0.0) * n:.0f}, pool has {capacity.get(c, 0)}" for c in capped)
+        detail = "; ".join(f"{c} wants ~{targets.get(c, 0.0) * n:.0f}, pool has {capacity.get(c, 0)}" for c in capped)
         warnings.warn(
             f"stratified: the pool cannot supply the quota of {len(capped)} condition(s) ({detail}); took all it "
             "has of each and shared the remainder among the other conditions by weight. Add samples of those "

@@ -45,6 +45,8 @@ class ExperimentRow(Result):
     drop_pp: float
     ci_low: Optional[float] = None
     ci_high: Optional[float] = None
+    drop_ci_low: Optional[float] = None
+    drop_ci_high: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -130,11 +132,18 @@ class CalibrationExperiment(Result):
         k = len(self.strategies)
         pos = np.arange(len(self.conditions))
         for j, s in enumerate(self.strategies):
-            ax.bar(pos + (j - (k - 1) / 2) * 0.8 / k, [self.drop(s, c) for c in self.conditions], 0.8 / k, label=s)
+            drops = np.array([self.drop(s, c) for c in self.conditions])
+            yerr = None
+            rows = [self.row(s, c) for c in self.conditions]
+            if len(self.seeds) == 1 and all(r.drop_ci_low is not None and r.drop_ci_high is not None for r in rows):
+                yerr = [np.maximum(drops - [r.drop_ci_low for r in rows], 0),
+                        np.maximum(np.array([r.drop_ci_high for r in rows]) - drops, 0)]
+            ax.bar(pos + (j - (k - 1) / 2) * 0.8 / k, drops, 0.8 / k, label=s, yerr=yerr, capsize=2)
         ax.axhline(0, color="black", lw=0.8)
         ax.set_xticks(pos, self.conditions, rotation=20)
         ax.set_ylabel("INT8 drop vs FP32 (pp)")
-        ax.set_title(f"{self.recipe}, {self.n} calibration samples", fontsize=9)
+        seeds = "paired-bootstrap CI" if len(self.seeds) == 1 else f"mean of {len(self.seeds)} seeds"
+        ax.set_title(f"{self.recipe}, {self.n} calibration samples ({seeds})", fontsize=9)
         ax.legend(fontsize=8)
         return ax
 
@@ -241,21 +250,21 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
             qm = quantize(source, recipe, cal, dataset=data)
             sets.append(cal)
             paths[f"{s}@{rep}"], shas[f"{s}@{rep}"] = qm.path, qm.sha256
-    names = list(paths)
-    report = compare_accuracy(fp32_model if fp32_model is not None else source, [paths[k] for k in names],
-                              data, conditions=list(conditions) if conditions is not None else None,
-                              split=split, names=names)
+    report = compare_accuracy(fp32_model if fp32_model is not None else source, dict(paths), data,
+                              conditions=list(conditions) if conditions is not None else None, split=split)
     conds = tuple(dict.fromkeys(r.condition for r in report.rows if r.model in paths))
+    fp32_rows = {r.condition: r for r in report.rows if getattr(r, "is_reference", r.model == report.reference)}
     rows = []
-    for key in names:
+    for key in paths:
         strategy, rep = key.rsplit("@", 1)
         for c in conds:
             r = next(r for r in report.rows if r.model == key and r.condition == c)
-            fp32 = float(r.accuracy) + float(r.drop_pp) / 100.0
+            fp32 = fp32_rows[c].accuracy if c in fp32_rows else float(r.accuracy) + float(r.drop_pp) / 100.0
             rows.append(ExperimentRow(strategy=strategy, seed=int(rep), condition=c, n=int(r.n),
-                                      accuracy=float(r.accuracy), fp32_accuracy=round(fp32, 10),
+                                      accuracy=float(r.accuracy), fp32_accuracy=float(fp32),
                                       drop_pp=float(r.drop_pp), ci_low=_maybe(r, "ci_low"),
-                                      ci_high=_maybe(r, "ci_high")))
+                                      ci_high=_maybe(r, "ci_high"), drop_ci_low=_maybe(r, "drop_ci_low"),
+                                      drop_ci_high=_maybe(r, "drop_ci_high")))
     verdicts, conclusion = _verdicts(rows, strategies, seeds, conds, baseline, margin_pp, n, data.name)
     return CalibrationExperiment(
         dataset=data.name, model=model_label(model), recipe=str(getattr(recipe, "name", recipe)), n=int(n),
