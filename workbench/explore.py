@@ -45,7 +45,6 @@ RECIPE_LABELS = {
     "a8w8_pt": "a8w8_pt: per-tensor weights, 8-bit activations",
     "a16w8_pc": "a16w8_pc: per-channel weights, 16-bit activations",
 }
-FP32_NAME = "fp32"
 SPLIT = "test"
 
 
@@ -68,14 +67,17 @@ class ExplorerSettings(Result):
 
 
 @dataclass(frozen=True)
-class AccuracyRow(Result):
-    """FP32 and INT8 top-1 accuracy under one condition."""
+class ConditionAccuracy(Result):
+    """FP32 and INT8 top-1 accuracy under one condition; the drop (FP32 minus INT8, percentage
+    points, positive = worse) with its paired bootstrap confidence interval."""
 
     condition: str
     n: int
     fp32: float
     int8: float
     drop_pp: float
+    drop_ci_low: float
+    drop_ci_high: float
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ class Exploration(Result):
     warnings: tuple[str, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
 
-    def accuracy_table(self) -> tuple[AccuracyRow, ...]:
+    def accuracy_table(self) -> tuple[ConditionAccuracy, ...]:
         """Per condition: sample count, FP32 and INT8 accuracy, drop in percentage points."""
         return accuracy_rows(self.accuracy, self.settings.recipe)
 
@@ -112,23 +114,8 @@ class Exploration(Result):
 
     # -- pictures -------------------------------------------------------------------------
     def plot_accuracy(self, ax: Any = None) -> Any:
-        """Bars: FP32 and INT8 top-1 accuracy per condition."""
-        import matplotlib.pyplot as plt
-        import numpy as np
-        rows = self.accuracy_table()
-        if ax is None:
-            _, ax = plt.subplots(figsize=(1.1 * len(rows) + 2.5, 3))
-        pos = np.arange(len(rows))
-        ax.bar(pos - 0.2, [r.fp32 * 100 for r in rows], 0.4, label=FP32_NAME, color="0.6")
-        ax.bar(pos + 0.2, [r.int8 * 100 for r in rows], 0.4, label=self.settings.recipe, color="#1f77b4")
-        for p, r in zip(pos, rows):
-            ax.text(p + 0.2, r.int8 * 100, f"{-r.drop_pp:+.1f}", ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(pos, [r.condition for r in rows], rotation=20, ha="right")
-        ax.set_ylabel("top-1 accuracy (%)")
-        ax.set_ylim(0, 105)
-        ax.set_title(f"accuracy per condition ({SPLIT} split)", fontsize=9)
-        ax.legend(fontsize=7, loc="lower left")
-        return ax
+        """Bars: FP32 and INT8 top-1 accuracy per condition with confidence whiskers."""
+        return self.accuracy.plot(ax=ax)
 
     def figure(self) -> Any:
         """Accuracy bars, clipping heatmap and placement strip in one figure."""
@@ -457,26 +444,25 @@ def _target_name(target_id: str) -> str:
     return get_target(target_id).name
 
 
-def accuracy_rows(report: Any, name: str) -> tuple[AccuracyRow, ...]:
-    """FP32/INT8 pairs per condition from an accuracy report whose INT8 model is called ``name``."""
+def accuracy_rows(report: AccuracyReport, name: str) -> tuple[ConditionAccuracy, ...]:
+    """FP32/INT8 pairs per condition from a report whose INT8 candidate is called ``name``."""
     out = []
-    for r in report.rows:
-        if r.model != name:
-            continue
-        drop = float(r.drop_pp)
-        acc = float(r.accuracy)
-        out.append(AccuracyRow(condition=r.condition, n=int(r.n), fp32=round(acc + drop / 100.0, 10), int8=acc,
-                               drop_pp=drop))
+    for cond in report.conditions:
+        ref, row = report.row(cond, report.reference), report.row(cond, name)
+        out.append(ConditionAccuracy(condition=cond, n=row.n, fp32=ref.accuracy, int8=row.accuracy,
+                                     drop_pp=row.drop_pp, drop_ci_low=row.drop_ci_low, drop_ci_high=row.drop_ci_high))
     return tuple(out)
 
 
 def accuracy_html(result: Exploration) -> str:
     from . import display
     rows = result.accuracy_table()
-    styles = [display.BAD_STYLE if r.drop_pp > 1.0 else "" for r in rows]
-    return display.table(("condition", "n", "FP32", "INT8", "drop (pp)"),
-                         [(r.condition, r.n, f"{r.fp32:.2%}", f"{r.int8:.2%}", f"{r.drop_pp:+.2f}") for r in rows],
-                         row_styles=styles, caption=f"Top-1 accuracy ({SPLIT} split)")
+    conf = result.accuracy.confidence
+    styles = [display.BAD_STYLE if r.drop_ci_low > 0 else "" for r in rows]
+    return display.table(("condition", "n", "FP32", "INT8", "drop (pp)", f"drop {conf:.0%} CI"),
+                         [(r.condition, r.n, f"{r.fp32:.2%}", f"{r.int8:.2%}", f"{r.drop_pp:+.2f}",
+                           f"{r.drop_ci_low:+.2f}..{r.drop_ci_high:+.2f}") for r in rows],
+                         row_styles=styles, caption=f"Top-1 accuracy ({SPLIT} split; red: the drop's CI lies above 0)")
 
 
 def settings_html(result: Exploration) -> str:
