@@ -1,0 +1,49 @@
+"""Cached predictions per (model hash, dataset hash, split, condition).
+
+A model's scores on one condition of one split never change while neither the
+model file nor the dataset changes, so they are kept under
+``cache_dir("eval")`` as one ``.npz`` (scores and sample ids) written atomically.
+A file that cannot be read, or whose ids do not match the samples, is a miss.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .._io import atomic_path, cache_dir, stable_hash
+
+CACHE_VERSION = 1
+
+
+def cache_key(model_sha256: str, dataset_hash: str, split: str, condition: str) -> str:
+    return stable_hash({"model": model_sha256, "dataset": dataset_hash, "split": split,
+                        "condition": condition, "version": CACHE_VERSION})[:32]
+
+
+def cache_path(key: str) -> Path:
+    return cache_dir("eval") / f"{key}.npz"
+
+
+def load_scores(key: str, ids: np.ndarray) -> np.ndarray | None:
+    """Cached scores for these sample ids, or ``None`` (a miss)."""
+    path = cache_path(key)
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            scores, cached_ids = data["scores"], data["ids"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if cached_ids.shape != ids.shape or not np.array_equal(cached_ids.astype(str), ids.astype(str)):
+        return None
+    return scores.astype(np.float32)
+
+
+def save_scores(key: str, ids: np.ndarray, scores: np.ndarray) -> Path:
+    path = cache_path(key)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, scores=np.asarray(scores, np.float32), ids=np.asarray(ids).astype(str))
+    return path

@@ -1,0 +1,491 @@
+"""Run any model format on arrays: the one place that turns images into logits.
+
+``load_predictor(model)`` returns a :class:`Predictor` whose ``predict(x)`` takes
+float32 NHWC images in [0, 1] and returns float32 logits/scores ``(N, classes)``
+for Keras ``.keras``/``.h5`` files, SavedModel folders, ``.tflite`` files (LiteRT)
+and ``.onnx`` files (ONNX Runtime).  ``model`` may also be a ``QuantizedModel``-like
+object (anything with ``.path``) or a ``ReferenceModel``-like one (its ``.keras``).
+
+Speed without trusting a shortcut:
+
+- Models are run in batches.  A model exported with a fixed batch of 1 (the
+  deployable form) gets an in-memory *batch-free twin*: the batch dimension of
+  its input is freed and the reshapes that hard-code a batch of 1 get ``-1``
+  (Keras: the same graph rebuilt with a free batch; TFLite: the flatbuffer
+  patched; ONNX: the graph patched).  The file on disk is never changed.
+- Before the twin is used, its outputs on the first samples are compared with
+  one-sample runs of the original model; if they differ, or the twin cannot be
+  built or resized, the predictor falls back to one run per sample, with a
+  :class:`~workbench.errors.WorkbenchWarning` when a twin was built but disagreed.
+- Integer inputs (INT8/UINT8/INT16) are quantized and integer outputs dequantized
+  with the model's own scale and zero point.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError, WorkbenchWarning
+from .formats import model_format
+
+DEFAULT_BATCH = 128
+_VERIFY_SAMPLES = 4
+
+
+def resolve_model_path(model: Any) -> str:
+    """The file or folder behind ``model``: a path, a ``QuantizedModel``-like (``.path``)
+    or a ``ReferenceModel``-like (``.keras``)."""
+    if isinstance(model, (str, os.PathLike)):
+        return str(model)
+    for attr in ("path", "keras"):
+        value = getattr(model, attr, None)
+        if isinstance(value, (str, os.PathLike)):
+            return str(value)
+    raise ModelError(f"cannot evaluate a {type(model).__name__}: expected a model path (.keras, .h5, SavedModel "
+                     "folder, .tflite, .onnx), a QuantizedModel or a ReferenceModel.")
+
+
+def quantize_input(x: np.ndarray, scale: float, zero_point: int, dtype: np.dtype) -> np.ndarray:
+    """Float to integer with the model's input parameters (round half away from zero, as TFLite)."""
+    info = np.iinfo(dtype)
+    q = x.astype(np.float32) / np.float32(scale) + np.float32(zero_point)
+    q = np.sign(q) * np.floor(np.abs(q) + 0.5)
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+def dequantize_output(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    return ((q.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)).astype(np.float32)
+
+
+class Predictor:
+    """A loaded model that maps float32 NHWC images to float32 scores ``(N, classes)``.
+
+    Attributes: ``path``, ``format``, ``input_shape`` (per-sample shape the model takes,
+    ``None`` for a free dimension, in the dataset's NHWC layout), ``input_dtype``,
+    ``mode`` (``"batched"`` or ``"per-sample"``, known after the first ``predict``).
+    """
+
+    format = "?"
+
+    def __init__(self, path: str, *, batch_size: int = DEFAULT_BATCH, num_threads: int | None = None):
+        self.path = str(path)
+        self.batch_size = int(batch_size)
+        self.num_threads = int(num_threads or os.cpu_count() or 1)
+        self.input_shape: tuple[int | None, ...] = ()
+        self.input_dtype = "float32"
+        self.mode: str | None = None
+        self._batched_ready: bool | None = None   # None: not tried yet
+
+    # -- what backends provide -------------------------------------------------------------
+    def _run_one(self, x1: np.ndarray) -> np.ndarray:           # (1, ...) -> (1, C)
+        raise NotImplementedError
+
+    def _open_batched(self) -> bool:                             # build the batch path; False if impossible
+        return False
+
+    def _run_batch(self, xb: np.ndarray) -> np.ndarray:          # (B, ...) -> (B, C), B <= batch_size
+        raise NotImplementedError
+
+    # -- the shared pipeline ---------------------------------------------------------------
+    def check_input(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float32)
+        if x.ndim != 1 + len(self.input_shape) or any(
+                want is not None and want != got for want, got in zip(self.input_shape, x.shape[1:])):
+            shown = tuple("?" if d is None else d for d in self.input_shape)
+            raise ModelError(f"{self.path}: the model takes images of shape {shown} (NHWC, batch excluded) "
+                             f"but got {tuple(x.shape[1:])}; use a dataset made for this model or resize it "
+                             "(load_dataset(..., resize=(height, width))).")
+        return x
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """float32 scores ``(N, classes)`` for float32 NHWC images ``x`` in [0, 1]."""
+        x = self.check_input(x)
+        if len(x) == 0:
+            raise ModelError(f"{self.path}: nothing to predict (0 images).")
+        if self._batched_ready is None:
+            self._batched_ready = self._try_batched(x)
+            self.mode = "batched" if self._batched_ready else "per-sample"
+        if self._batched_ready:
+            return self._predict_batched(x)
+        return np.concatenate([self._run_one(x[i:i + 1]) for i in range(len(x))]).astype(np.float32)
+
+    def _predict_batched(self, x: np.ndarray) -> np.ndarray:
+        out = []
+        bs = self.batch_size
+        for start in range(0, len(x), bs):
+            out.append(self._run_batch(x[start:start + bs]))
+        return np.concatenate(out).astype(np.float32)
+
+    def _try_batched(self, x: np.ndarray) -> bool:
+        try:
+            if not self._open_batched():
+                return False
+            probe = x[:_VERIFY_SAMPLES]
+            batched = self._run_batch(probe)
+        except Exception:  # noqa: BLE001 - a twin that cannot run means: run per sample
+            return False
+        single = np.concatenate([self._run_one(probe[i:i + 1]) for i in range(len(probe))])
+        scale = float(np.max(np.abs(single))) + 1e-6
+        if batched.shape != single.shape or not np.allclose(batched, single, rtol=1e-3,
+                                                              atol=1e-3 * scale + self._atol()):
+            warnings.warn(f"{self.path}: the batch-free twin of this batch-1 model disagrees with one-sample "
+                          "runs; evaluating one sample at a time (slower, same numbers as the file).",
+                          WorkbenchWarning, stacklevel=3)
+            return False
+        return True
+
+    def _atol(self) -> float:
+        return 0.0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r}, mode={self.mode})"
+
+
+# -- TFLite (LiteRT) --------------------------------------------------------------------------
+
+class TFLitePredictor(Predictor):
+    format = "tflite"
+
+    def __init__(self, path: str, **kwargs: Any):
+        super().__init__(path, **kwargs)
+        from ai_edge_litert.interpreter import Interpreter
+        self._Interpreter = Interpreter
+        self._content = Path(path).read_bytes()
+        try:
+            self._one = Interpreter(model_content=self._content, num_threads=self.num_threads)
+            self._one.allocate_tensors()
+        except (RuntimeError, ValueError) as exc:
+            raise ModelError(f"{path}: LiteRT cannot load this model ({exc}).") from exc
+        inputs, outputs = self._one.get_input_details(), self._one.get_output_details()
+        if len(inputs) != 1:
+            raise ModelError(f"{path}: the model has {len(inputs)} inputs "
+                             f"({', '.join(i['name'] for i in inputs)}); evaluation feeds one image tensor.")
+        self._in, self._out = inputs[0], outputs[0]
+        self.input_shape = tuple(None if d < 0 else int(d) for d in self._in["shape_signature"][1:])
+        self.input_dtype = np.dtype(self._in["dtype"]).name
+        self._in_q = self._quant(self._in)
+        self._out_q = self._quant(self._out)
+        self._batch_interp = None
+        self._batch_rows = 0
+
+    def _quant(self, detail: dict) -> tuple[float, int] | None:
+        if not np.issubdtype(np.dtype(detail["dtype"]), np.integer):
+            return None
+        scale, zp = detail["quantization"]
+        if not scale:
+            raise ModelError(f"{self.path}: tensor {detail['name']!r} is {np.dtype(detail['dtype']).name} "
+                             "without quantization parameters; cannot map images to it.")
+        return float(scale), int(zp)
+
+    def _atol(self) -> float:
+        return 2.0 * self._out_q[0] if self._out_q else 0.0
+
+    def _prepare(self, x: np.ndarray) -> np.ndarray:
+        if self._in_q:
+            return quantize_input(x, *self._in_q, np.dtype(self._in["dtype"]))
+        return x.astype(self._in["dtype"], copy=False)
+
+    def _finish(self, y: np.ndarray) -> np.ndarray:
+        y = y.reshape(len(y), -1)
+        return dequantize_output(y, *self._out_q) if self._out_q else y.astype(np.float32)
+
+    def _run_one(self, x1: np.ndarray) -> np.ndarray:
+        self._one.set_tensor(self._in["index"], self._prepare(x1))
+        self._one.invoke()
+        return self._finish(self._one.get_tensor(self._out["index"]))
+
+    def _open_batched(self) -> bool:
+        content = self._content
+        if int(self._in["shape_signature"][0]) != -1:
+            content = batch_free_tflite(self._content)
+            if content is None:
+                return False
+        self._batch_interp = self._Interpreter(model_content=content, num_threads=self.num_threads)
+        self._resize(self.batch_size)
+        return True
+
+    def _resize(self, rows: int) -> None:
+        interp = self._batch_interp
+        interp.resize_tensor_input(self._in["index"], [rows, *self._in["shape"][1:]], strict=False)
+        interp.allocate_tensors()
+        self._batch_rows = rows
+
+    def _run_batch(self, xb: np.ndarray) -> np.ndarray:
+        n = len(xb)
+        if n != self._batch_rows:
+            if n < self._batch_rows and self._batch_rows == self.batch_size:
+                xb = np.concatenate([xb, np.zeros((self._batch_rows - n, *xb.shape[1:]), xb.dtype)])
+            else:
+                self._resize(n)
+        interp = self._batch_interp
+        interp.set_tensor(self._in["index"], self._prepare(xb))
+        interp.invoke()
+        return self._finish(interp.get_tensor(self._out["index"]))[:n]
+
+
+def batch_free_tflite(content: bytes) -> bytes | None:
+    """A copy of a batch-1 .tflite flatbuffer whose batch dimension can be resized.
+
+    Frees the batch dimension of the graph input's signature and replaces the leading
+    ``1`` of each RESHAPE target shape that carries the batch (its input's leading dim
+    is 1 too) by ``-1``.  Returns ``None`` when the model cannot be rewritten this way.
+    """
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+    try:
+        model = schema.ModelT.InitFromPackedBuf(bytearray(content), 0)
+    except Exception:  # noqa: BLE001
+        return None
+    if not model.subgraphs or len(model.subgraphs) != 1:
+        return None
+    graph = model.subgraphs[0]
+    for index in graph.inputs:
+        tensor = graph.tensors[index]
+        sig = np.array(tensor.shapeSignature if tensor.shapeSignature is not None else tensor.shape, np.int32)
+        if len(sig) == 0 or sig[0] not in (1, -1):
+            return None
+        sig[0] = -1
+        tensor.shapeSignature = sig
+    for op in graph.operators or ():
+        code = model.operatorCodes[op.opcodeIndex]
+        builtin = max(int(code.builtinCode), int(code.deprecatedBuiltinCode))
+        if builtin != schema.BuiltinOperator.RESHAPE:
+            continue
+        src = graph.tensors[op.inputs[0]]
+        if src.shape is None or len(src.shape) == 0 or int(src.shape[0]) != 1:
+            continue
+        if len(op.inputs) > 1 and op.inputs[1] >= 0:
+            shape_tensor = graph.tensors[op.inputs[1]]
+            buffer = model.buffers[shape_tensor.buffer]
+            if buffer.data is None or len(buffer.data) == 0:
+                continue            # computed at run time (SHAPE/PACK): already batch-aware
+            values = np.frombuffer(bytes(bytearray(buffer.data)), dtype=np.int32).copy()
+            if len(values) == 0 or values[0] != 1 or -1 in values:
+                continue
+            values[0] = -1
+            buffer.data = np.frombuffer(values.tobytes(), dtype=np.uint8)
+        options = op.builtinOptions
+        if options is not None and getattr(options, "newShape", None) is not None and len(options.newShape):
+            new_shape = np.array(options.newShape, np.int32)
+            if new_shape[0] == 1 and -1 not in new_shape:
+                new_shape[0] = -1
+                options.newShape = new_shape
+    builder = flatbuffers.Builder(len(content) + 1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+# -- ONNX Runtime ----------------------------------------------------------------------------
+
+class OnnxPredictor(Predictor):
+    format = "onnx"
+
+    def __init__(self, path: str, **kwargs: Any):
+        super().__init__(path, **kwargs)
+        import onnxruntime as ort
+        self._ort = ort
+        try:
+            self._one = self._session(Path(path).read_bytes())
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+            raise ModelError(f"{path}: ONNX Runtime cannot load this model ({exc}).") from exc
+        inputs = self._one.get_inputs()
+        if len(inputs) != 1:
+            raise ModelError(f"{path}: the model has {len(inputs)} inputs "
+                             f"({', '.join(i.name for i in inputs)}); evaluation feeds one image tensor.")
+        inp = inputs[0]
+        if inp.type != "tensor(float)":
+            raise ModelError(f"{path}: input {inp.name!r} is {inp.type}; the workbench evaluates ONNX models "
+                             "with float inputs (QDQ models keep float inputs: quantize with the ORT backend "
+                             "and its default QDQ format).")
+        self._in_name = inp.name
+        dims = [d if isinstance(d, int) and d > 0 else None for d in inp.shape]
+        self._dims = dims
+        self._nchw = False
+        self.input_shape = tuple(dims[1:])
+        self._batch_session = None
+
+    def adapt_layout(self, data_shape: tuple[int, ...]) -> None:
+        """Feed NCHW if the model takes channels first and the data (NHWC) fits only that way."""
+        shape = self.input_shape
+        if len(shape) != 3 or len(data_shape) != 3:
+            return
+        fits = lambda want, got: all(w is None or w == g for w, g in zip(want, got))  # noqa: E731
+        nchw = (shape[1], shape[2], shape[0])
+        if not fits(shape, data_shape) and fits(nchw, data_shape):
+            self._nchw = True
+            self.input_shape = nchw
+
+    def _session(self, content: bytes):
+        options = self._ort.SessionOptions()
+        options.intra_op_num_threads = self.num_threads
+        options.log_severity_level = 3
+        return self._ort.InferenceSession(content, options, providers=["CPUExecutionProvider"])
+
+    def _feed(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        return {self._in_name: np.ascontiguousarray(x.transpose(0, 3, 1, 2) if self._nchw else x)}
+
+    def _run_one(self, x1: np.ndarray) -> np.ndarray:
+        return np.asarray(self._one.run(None, self._feed(x1))[0], np.float32).reshape(1, -1)
+
+    def _open_batched(self) -> bool:
+        if self._dims and self._dims[0] is None:
+            self._batch_session = self._one
+            return True
+        content = batch_free_onnx(self.path)
+        if content is None:
+            return False
+        self._batch_session = self._session(content)
+        return True
+
+    def _run_batch(self, xb: np.ndarray) -> np.ndarray:
+        out = self._batch_session.run(None, self._feed(xb))[0]
+        return np.asarray(out, np.float32).reshape(len(xb), -1)
+
+
+def batch_free_onnx(path: str) -> bytes | None:
+    """A copy of a batch-1 ONNX graph with a symbolic batch: input/output dim 0 become ``N``
+    and constant Reshape targets starting with 1 start with -1.  ``None`` if not applicable."""
+    import onnx
+    from onnx import numpy_helper
+    try:
+        model = onnx.load(path)
+    except Exception:  # noqa: BLE001
+        return None
+    graph = model.graph
+    for value in list(graph.input) + list(graph.output):
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) == 0:
+            return None
+        dims[0].ClearField("dim_value")
+        dims[0].dim_param = "N"
+    del graph.value_info[:]
+    inits = {t.name: t for t in graph.initializer}
+    consumers: dict[str, list[str]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node.op_type)
+    constants = {node.output[0]: node for node in graph.node if node.op_type == "Constant"}
+    for node in graph.node:
+        if node.op_type != "Reshape" or len(node.input) < 2:
+            continue
+        name = node.input[1]
+        if set(consumers.get(name, ())) != {"Reshape"}:
+            continue
+        if name in inits:
+            values = numpy_helper.to_array(inits[name]).copy()
+            if values.ndim == 1 and len(values) and values[0] == 1 and -1 not in values:
+                values[0] = -1
+                inits[name].CopyFrom(numpy_helper.from_array(values, name))
+        elif name in constants:
+            for attr in constants[name].attribute:
+                if attr.name == "value":
+                    values = numpy_helper.to_array(attr.t).copy()
+                    if values.ndim == 1 and len(values) and values[0] == 1 and -1 not in values:
+                        values[0] = -1
+                        attr.t.CopyFrom(numpy_helper.from_array(values, attr.t.name))
+    return model.SerializeToString()
+
+
+# -- Keras -----------------------------------------------------------------------------------
+
+class KerasPredictor(Predictor):
+    format = "keras"
+
+    def __init__(self, path: str, **kwargs: Any):
+        super().__init__(path, **kwargs)
+        import keras
+        try:
+            self._model = keras.models.load_model(path, compile=False)
+        except Exception as exc:  # noqa: BLE001 - Keras raises many types
+            raise ModelError(f"{path}: Keras cannot load this model ({exc}).") from exc
+        if len(self._model.inputs) != 1:
+            raise ModelError(f"{path}: the model has {len(self._model.inputs)} inputs; evaluation feeds one "
+                             "image tensor.")
+        shape = tuple(self._model.inputs[0].shape)
+        self._fixed_batch = shape[0]
+        self.input_shape = tuple(None if d is None else int(d) for d in shape[1:])
+        self._free = None
+
+    def _run_one(self, x1: np.ndarray) -> np.ndarray:
+        return np.asarray(self._model(x1, training=False), np.float32).reshape(1, -1)
+
+    def _open_batched(self) -> bool:
+        if self._fixed_batch is None:
+            self._free = self._model
+            return True
+        import keras
+        config = self._model.get_config()
+        for layer in config.get("layers", ()):
+            if layer.get("class_name") == "InputLayer":
+                cfg = layer["config"]
+                key = "batch_shape" if "batch_shape" in cfg else "batch_input_shape"
+                cfg[key] = [None, *list(cfg[key])[1:]]
+                cfg.pop("batch_size", None)
+        free = type(self._model).from_config(config) if type(self._model) in (keras.Model, keras.Sequential) \
+            else keras.Model.from_config(config)
+        free.set_weights(self._model.get_weights())
+        self._free = free
+        return True
+
+    def _run_batch(self, xb: np.ndarray) -> np.ndarray:
+        return np.asarray(self._free(xb, training=False), np.float32).reshape(len(xb), -1)
+
+
+# -- SavedModel ------------------------------------------------------------------------------
+
+class SavedModelPredictor(Predictor):
+    format = "saved_model"
+
+    def __init__(self, path: str, **kwargs: Any):
+        super().__init__(path, **kwargs)
+        import tensorflow as tf
+        try:
+            loaded = tf.saved_model.load(path)
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"{path}: TensorFlow cannot load this SavedModel ({exc}).") from exc
+        self._loaded = loaded
+        signatures = getattr(loaded, "signatures", {}) or {}
+        if not signatures:
+            raise ModelError(f"{path}: the SavedModel has no signatures; export it with a serving signature.")
+        name = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
+        self._fn = signatures[name]
+        specs = self._fn.structured_input_signature[1]
+        if len(specs) != 1:
+            raise ModelError(f"{path}: signature {name!r} takes {len(specs)} inputs ({', '.join(specs)}); "
+                             "evaluation feeds one image tensor.")
+        self._in_name, spec = next(iter(specs.items()))
+        dims = spec.shape.as_list()
+        self._batch_dim = dims[0]
+        self.input_shape = tuple(dims[1:])
+        self._out_key = sorted(self._fn.structured_outputs)[0]
+
+    def _call(self, x: np.ndarray) -> np.ndarray:
+        import tensorflow as tf
+        out = self._fn(**{self._in_name: tf.constant(x)})[self._out_key]
+        return np.asarray(out, np.float32).reshape(len(x), -1)
+
+    def _run_one(self, x1: np.ndarray) -> np.ndarray:
+        return self._call(x1)
+
+    def _open_batched(self) -> bool:
+        return self._batch_dim is None
+
+    def _run_batch(self, xb: np.ndarray) -> np.ndarray:
+        return self._call(xb)
+
+
+_BACKENDS = {"tflite": TFLitePredictor, "onnx": OnnxPredictor, "keras": KerasPredictor,
+             "saved_model": SavedModelPredictor}
+
+
+def load_predictor(model: Any, *, batch_size: int = DEFAULT_BATCH, num_threads: int | None = None) -> Predictor:
+    """A :class:`Predictor` for a model path, a ``QuantizedModel``-like or a ``ReferenceModel``-like."""
+    from .._validation import check_positive_int
+    check_positive_int("batch_size", batch_size, error=ModelError)
+    path = resolve_model_path(model)
+    return _BACKENDS[model_format(path)](path, batch_size=batch_size, num_threads=num_threads)
