@@ -1,0 +1,1 @@
+"""Tests of the papermill batch, reports and the quality gate."""

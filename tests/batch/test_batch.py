@@ -1,0 +1,244 @@
+"""The batch on two real targets: notebooks executed, index, summary, HTML reports, failures."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from workbench.batch import (check_quality_gate, export_html, external_references, load_gate, make_self_contained,
+                             run_batch)
+from workbench.errors import BatchError
+from workbench.runs import RunFolder, summarize_run
+
+from .conftest import SMALL, STAGES, TARGETS, has_evaluate
+
+DATA_URI = re.compile(r"data:image/png;base64,[A-Za-z0-9+/=]+")
+
+
+def _visible(html: str) -> str:
+    return DATA_URI.sub("data:image/png;base64,", html)
+
+
+def test_every_stage_notebook_executes(batch, batch_out):
+    assert batch.exit_code == 0, batch.summary()
+    for t in batch.targets:
+        assert t.status == "ok"
+        names = [s.stage for s in t.stages]
+        assert names[0] == "10_calibration_set" and names[-1] == "50_board_timing"
+        for s in t.stages:
+            nb = nbformat.read(batch_out / s.notebook, as_version=4)
+            assert nb.metadata.papermill.exception is False or nb.metadata.papermill.exception is None
+            assert any(c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    assert (batch_out / "summary" / "90_summary.ipynb").is_file()
+
+
+def test_results_land_in_the_run_folder(batch, batch_out):
+    for target in TARGETS:
+        run = RunFolder(batch_out / "runs" / "session", target=target)
+        for stage in ("calibration", "quantize", "placement", "timing"):
+            assert run.has(stage), (target, stage)
+        q = run.load("quantize")
+        assert q.recipe.name == {"imx8mp": "a8w8_pt", "imx93": "a8w8_pc"}[target]
+        assert Path(batch_out, q.path).is_file()          # relative to the output folder
+        assert run.load("calibration").n == SMALL["calibration_size"]
+        assert run.load("timing").where == "host CPU (not an NPU)"
+        manifest = json.loads((run.path / "manifest.json").read_text())
+        assert manifest["quantized_sha256"] == q.sha256 and manifest["recipe"] == q.recipe.name
+        assert manifest["calibration_hash"] == q.calibration_hash
+
+
+def test_summary_json_and_csv(batch, batch_out):
+    data = json.loads((batch_out / "summary.json").read_text())
+    assert set(data["targets"]) == set(TARGETS) and data["exit_code"] == 0
+    imx93 = data["targets"]["imx93"]
+    assert 0 < imx93["npu_share"] <= 1 and imx93["cpu_islands"] is not None
+    assert imx93["vela_estimate_ms"] > 0 and imx93["vela_label"].startswith("Vela estimate")
+    assert imx93["latency_kind"] == "host CPU (not an NPU)" and imx93["latency_ms"] > 0
+    assert data["targets"]["imx8mp"]["vela_estimate_ms"] is None
+    rows = list(csv.DictReader((batch_out / "summary.csv").open()))
+    assert {r["target"] for r in rows} == set(TARGETS)
+    assert all(r["latency_kind"] == "host CPU (not an NPU)" for r in rows)
+    if has_evaluate():
+        conds = {r["condition"] for r in rows if r["target"] == "imx93"}
+        assert {"daylight", "low-light", "overexposed", "motion-blur", "sensor-noise"} <= conds
+        assert all(r["fp32_accuracy"] and r["int8_accuracy"] for r in rows)
+
+
+@pytest.mark.skipif(STAGES is not None, reason="workbench.evaluate.accuracy has not landed")
+def test_accuracy_stage_reports_every_condition(batch, batch_out):
+    summary = summarize_run(batch_out / "runs" / "session")
+    for t in summary.targets:
+        assert len(t.accuracy) == 5
+        assert all(a.fp32 is not None and a.int8 is not None and a.drop_pp is not None for a in t.accuracy)
+
+
+def test_reports_are_self_contained_with_figures_and_manifest(batch, batch_out):
+    html_files = sorted(batch_out.rglob("*.html"))
+    assert len(html_files) == 2 * (len(TARGETS) * len(batch.targets[0].stages) + 1) + 1
+    images = 0
+    for path in html_files:
+        html = path.read_text()
+        assert external_references(html) == [], path
+        assert "<script" not in html.lower(), path
+        visible = _visible(html)
+        for local in ("/root/", "/tmp/", "/home/", str(batch_out), str(Path(sys.prefix))):
+            assert local not in visible, (path, local)
+        images += html.count("data:image/png;base64,")
+        if path.parent.name in TARGETS:
+            head = html[: html.index("</table>")]
+            assert "Run manifest" in head and "recipe" in head and "model sha256" in head
+    assert images >= 2 * len(TARGETS) * 3      # calibration, placement, timing plots at least
+    shared = (batch_out / "imx93" / "40_op_placement.shared.html").read_text()
+    full = (batch_out / "imx93" / "40_op_placement.html").read_text()
+    assert "analyze_placement" in full and "analyze_placement" not in shared
+
+
+def test_index_links_every_report(batch, batch_out):
+    index = (batch_out / "index.html").read_text()
+    links = re.findall(r'href="([^"]+)"', index)
+    for t in batch.targets:
+        for s in t.stages:
+            assert s.html in links and s.shared_html in links and s.notebook in links
+    for link in links:
+        assert (batch_out / link).is_file(), link
+    assert "summary.json" in links and "summary.csv" in links
+    assert "data:image/png;base64," in index
+
+
+def test_quality_gate_passes_and_fails_with_a_reason_per_violation(batch, batch_out, tmp_path):
+    summary = summarize_run(batch_out / "runs" / "session")
+    loose = tmp_path / "loose.yaml"
+    loose.write_text("placement:\n  min_npu_share: 0.5\n  max_cpu_islands: 3\nlatency:\n  max_ms: 10000\n")
+    assert check_quality_gate(summary, load_gate(loose)).passed
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("placement:\n  min_npu_share: {imx93: 1.0, imx8mp: 1.0}\n  max_cpu_islands: 0\n"
+                      "latency:\n  max_ms: 0.000001\n  statistic: p99\n")
+    report = check_quality_gate(summary, load_gate(strict))
+    assert not report.passed
+    latency = [v for v in report.violations if v.check == "latency.max_ms"]
+    assert len(latency) == 2 and all("p99 latency is" in v.reason and "host CPU" in v.reason for v in latency)
+    shares = [v for v in report.violations if v.check == "placement.min_npu_share"]
+    assert all("below the minimum of 100.0%" in v.reason for v in shares)
+    assert len(shares) == sum(t.npu_share < 1.0 for t in summary.targets)
+    vela = tmp_path / "vela.yaml"
+    vela.write_text("latency:\n  max_ms: 0.000001\n  source: vela\n")
+    report = check_quality_gate(summary, load_gate(vela))
+    assert [v.target for v in report.violations] == ["imx93"]
+    assert "Vela-estimated latency" in report.violations[0].reason
+    assert any("imx8mp: latency not checked" in n for n in report.notes)
+    board = tmp_path / "board.yaml"
+    board.write_text("latency:\n  max_ms: 0.000001\n  source: board\n")
+    report = check_quality_gate(summary, load_gate(board))
+    assert report.passed and len(report.notes) == 2
+
+
+@pytest.mark.skipif(STAGES is not None, reason="workbench.evaluate.accuracy has not landed")
+def test_quality_gate_accuracy_drop(batch, batch_out, tmp_path):
+    summary = summarize_run(batch_out / "runs" / "session")
+    gate = tmp_path / "acc.yaml"
+    gate.write_text("accuracy:\n  max_drop_pp: -0.0\n  per_condition:\n    daylight: 100\n")
+    report = check_quality_gate(summary, load_gate(gate))
+    reasons = [v.reason for v in report.violations]
+    assert not any("daylight" in r for r in reasons)
+    worst = [a for t in summary.targets for a in t.accuracy if a.condition != "daylight" and a.drop_pp > 0]
+    assert len(reasons) == len(worst) and all("pp (FP32" in r for r in reasons)
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ("placement:\n  min_npu_share: 1.5\n", "`placement.min_npu_share.*` must be in [0.0, 1.0]"),
+    ("latency:\n  max_ms: 1\n  source: host\n", "`latency.source` must be one of 'measured', 'board', 'vela'"),
+    ("placement:\n  max_cpu_islands: -1\n", "must be an integer >= 0"),
+    ("speed: {}\n", "unknown section 'speed'"),
+    ("accuracy:\n  max_drop: 1\n", "unknown key accuracy.max_drop"),
+    ("accuracy:\n  max_drop_pp: lots\n", "a limit is not a number"),
+    ("- 1\n", "a gate file is a mapping"),
+])
+def test_gate_file_errors(tmp_path, text, phrase):
+    path = tmp_path / "gate.yaml"
+    path.write_text(text)
+    with pytest.raises(BatchError) as info:
+        load_gate(path)
+    assert phrase in str(info.value) and "gate.yaml" in str(info.value)
+
+
+def test_example_gate_file_loads():
+    gate = load_gate(Path(__file__).resolve().parents[2] / "gate.yaml")
+    assert gate.max_drop_pp is not None and gate.min_npu_share["*"] > 0 and gate.max_cpu_islands == 0
+    assert gate.latency_source == "measured"
+
+
+def test_failing_target_keeps_the_others_and_exits_non_zero(batch, batch_out):
+    """imx95 gets an unknown board: its timing notebook fails; imx8mp's results stay."""
+    result = run_batch(["imx8mp", "imx95"], out=batch_out, run_id="fail", jobs=2, stages=["timing"],
+                       target_parameters={"imx95": {"board": "no-such-board"}}, progress=False, **SMALL)
+    assert result.exit_code == 1
+    ok, bad = result.targets
+    assert ok.status == "ok" and bad.status == "failed" and bad.failed_stage == "50_board_timing"
+    assert "boards.yaml" in bad.error and "does not exist" in bad.error
+    run = RunFolder(batch_out / "runs" / "fail", target="imx8mp")   # ran alone: computed what was missing
+    assert run.has("timing") and run.has("quantize") and run.has("placement")
+    nb = nbformat.read(batch_out / bad.stages[0].notebook, as_version=4)
+    assert nb.metadata.papermill.exception is True
+    assert any("papermill-error-cell-tag" in c.metadata.get("tags", []) for c in nb.cells)
+    html = (batch_out / bad.stages[0].html).read_text()
+    assert "BoardError" in html and "An Exception was encountered" in html
+    index = (batch_out / "index.html").read_text()
+    assert "FAILED at 50_board_timing" in index and "boards.yaml" in index
+    data = json.loads((batch_out / "summary.json").read_text())
+    assert data["targets"]["imx95"]["status"] == "failed" and data["targets"]["imx8mp"]["status"] == "ok"
+    assert data["exit_code"] == 1
+
+
+def test_cli_gate_failure_exit_code_and_reasons(batch, batch_out, tmp_path):
+    gate = tmp_path / "gate.yaml"
+    gate.write_text("placement:\n  max_cpu_islands: 0\nlatency:\n  max_ms: 0.000001\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "workbench", "batch", "--targets", "imx93", "--stages", "placement,timing",
+         "--out", str(batch_out), "--run-id", "session", "--calibration-size", "60", "--timing-runs", "5",
+         "--timing-warmup", "2", "--gate", str(gate), "--no-progress"],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "gate: imx93: p50 latency is" in proc.stdout and "above the limit of 1e-06 ms" in proc.stdout
+    assert proc.stdout.strip().endswith("index.html")
+
+
+@pytest.mark.parametrize("kwargs, phrase", [
+    ({"targets": "imx8m"}, "`target` must be one of 'imx8mp', 'imx93', 'imx95'. Got 'imx8m' instead."),
+    ({"jobs": 0}, "`jobs` must be a positive integer"),
+    ({"stages": ["quantise"]}, "`stage` must be one of"),
+    ({"parameters": {"calibraton_size": 3}}, "`parameter` must be one of"),
+    ({"run_id": "../x"}, "`run_id` must use letters"),
+    ({"target_parameters": {"imx95": {"board": "x"}}}, "`target` must be one of 'imx8mp'. Got 'imx95'"),
+])
+def test_bad_input_fails_before_any_kernel(tmp_path, kwargs, phrase):
+    kwargs = {"targets": ["imx8mp"], **kwargs}
+    with pytest.raises(BatchError) as info:
+        run_batch(kwargs.pop("targets"), out=tmp_path / "o", progress=False, **kwargs)
+    assert phrase in str(info.value)
+    assert not (tmp_path / "o").exists()
+
+
+def test_make_self_contained_strips_external_references():
+    html = ('<script src="https://cdn.example/require.js"></script><link rel="stylesheet" href="http://x/y.css">'
+            '<a href="https://example.com/doc">the doc</a><img src="data:image/png;base64,AAAA"/>'
+            '<script>alert(1)</script>')
+    clean = make_self_contained(html)
+    assert external_references(clean) == [] and "the doc" in clean and "data:image/png" in clean
+    assert "<script" not in clean
+
+
+def test_export_html_of_a_small_notebook(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("[link](https://example.com)"), nbformat.v4.new_code_cell("1 + 1")]
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nb, path)
+    html = export_html(path, hide_code=True, header="<p>manifest</p>")
+    assert html.index("manifest") < html.index("link") and "1 + 1" not in html
+    assert external_references(html) == []

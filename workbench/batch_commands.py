@@ -1,0 +1,106 @@
+"""``workbench batch``: the stage notebooks per target, shareable HTML reports, the CI gate."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from typing import Any
+
+TARGETS = ("imx8mp", "imx93", "imx95")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "batch", help="run the stage notebooks per target (papermill) and write HTML reports",
+        description="Execute notebooks/10..50 per target with papermill on the npu-workbench kernel, export "
+                    "each to self-contained HTML (with code, and code-hidden), then 90_summary, summary.json, "
+                    "summary.csv and index.html. Exit 0 when every target ran and the gate passed, 1 when a "
+                    "target failed or the gate failed, 2 on bad input.")
+    p.add_argument("--targets", default=",".join(TARGETS), metavar="T[,T...]",
+                   help="targets to run (default: imx8mp,imx93,imx95)")
+    p.add_argument("--model", default="reference", metavar="M",
+                   help="'reference' (built-in CNN, default) or a .keras/.h5 file, SavedModel folder or .onnx")
+    p.add_argument("--data", default="digits-conditions", metavar="D",
+                   help="dataset name or path (default: digits-conditions)")
+    p.add_argument("--out", default="reports", metavar="DIR", help="output folder (default: reports)")
+    p.add_argument("--gate", default=None, metavar="FILE", help="quality gate YAML (see gate.yaml)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="targets executed at the same time (default 1)")
+    p.add_argument("--run-id", default=None, help="run folder name under DIR/runs/ (default: the local time)")
+    p.add_argument("--recipe", default="auto",
+                   help="a8w8_pc, a8w8_pt, a16w8_pc or auto (imx8mp a8w8_pt, imx93/imx95 a8w8_pc; default)")
+    p.add_argument("--calibration-strategy", default="stratified", choices=("random", "stratified", "coverage"))
+    p.add_argument("--calibration-size", type=int, default=200, metavar="N", help="calibration samples (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the calibration draw (default 0)")
+    p.add_argument("--board", action="append", default=None, metavar="[TARGET=]NAME",
+                   help="board from boards.yaml to time on (repeat per target as TARGET=NAME); "
+                        "without it latency is timed on the host CPU and labelled so")
+    p.add_argument("--timing-runs", type=int, default=100, metavar="N", help="timed invocations (default 100)")
+    p.add_argument("--timing-warmup", type=int, default=10, metavar="N", help="warm-up invocations (default 10)")
+    p.add_argument("--stages", default=None, metavar="S[,S...]",
+                   help="only these stages: calibration, quantize, accuracy, placement, timing (or 10..50)")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="[TARGET:]NAME=VALUE",
+                   help="extra notebook parameter (a Python literal or a string), for one target with TARGET:")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-cell timeout in seconds")
+    p.add_argument("--kernel", default="npu-workbench", help="Jupyter kernel (default npu-workbench)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="print the BatchResult as JSON on stdout")
+    p.set_defaults(func=_batch)
+
+
+def _value(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_params(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    from .errors import BatchError
+    common: dict[str, Any] = {}
+    per_target: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BatchError(f"--param {item!r}: expected NAME=VALUE or TARGET:NAME=VALUE.")
+        target, colon, name = key.partition(":")
+        if colon:
+            per_target.setdefault(target, {})[name] = _value(value)
+        else:
+            common[key] = _value(value)
+    return common, per_target
+
+
+def parse_boards(items: list[str] | None) -> Any:
+    if not items:
+        return None
+    plain = [i for i in items if "=" not in i]
+    mapping = dict(i.split("=", 1) for i in items if "=" in i)
+    if plain and mapping:
+        from .errors import BatchError
+        raise BatchError("--board: give either one NAME for every target or TARGET=NAME pairs, not both.")
+    return plain[-1] if plain else mapping
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from .batch import run_batch
+    from .cli import emit
+    params, per_target = parse_params(args.param)
+    result = run_batch(
+        args.targets, model=args.model, dataset=args.data, out=args.out, gate=args.gate, jobs=args.jobs,
+        run_id=args.run_id, recipe=args.recipe, calibration_strategy=args.calibration_strategy,
+        calibration_size=args.calibration_size, seed=args.seed, board=parse_boards(args.board),
+        timing_runs=args.timing_runs, timing_warmup=args.timing_warmup, stages=args.stages,
+        parameters=params, target_parameters=per_target, kernel=args.kernel, timeout=args.timeout,
+        progress=not args.no_progress)
+    if args.json:
+        emit(result, as_json=True)
+    else:
+        lines = [result.summary()]
+        for t in result.targets:
+            lines.append(f"  {t.summary()}")
+        if result.gate is not None:
+            lines += [f"  gate: {v.reason}" for v in result.gate.violations]
+            lines += [f"  gate note: {n}" for n in result.gate.notes]
+        lines.append(str(result.index_path))
+        emit(result, as_json=False, text="\n".join(lines))
+    return result.exit_code

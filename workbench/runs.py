@@ -1,0 +1,492 @@
+"""Run folders: ``runs/<run-id>/<target>/``, one JSON result per stage.
+
+The stage notebooks share a run folder.  Each stage saves its result there
+(atomically, with the parameters it was computed from); a later stage reads it,
+or, when the notebook runs alone and the result is missing or was computed from
+other parameters, computes it (stages cache their expensive work themselves).
+
+Layout of one target's folder::
+
+    runs/<run-id>/<target>/
+        calibration.json   quantize.json   accuracy.json   placement.json   timing.json
+        model/model.tflite (+ model_manifest.json)       the INT8 model of this run
+        error.json                                         written by the batch when a stage failed
+
+:func:`summarize_run` reads the folders of every target back into a
+:class:`RunSummary` (no TensorFlow needed): what ``90_summary.ipynb``,
+``summary.json`` and ``summary.csv`` show.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import os
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Optional
+
+from ._io import atomic_write_json, read_json
+from ._results import Result
+from ._validation import check_choice
+from .errors import BatchError, WorkbenchWarning
+
+TARGETS = ("imx8mp", "imx93", "imx95")
+STAGES = ("calibration", "quantize", "accuracy", "placement", "timing")
+REFERENCE = "reference"
+HOST_CPU = "host CPU (not an NPU)"
+VELA_ESTIMATE = "Vela estimate (not a board measurement)"
+TOOL_PACKAGES = ("npu-workbench", "tensorflow-cpu", "keras", "ai-edge-litert", "onnxruntime",
+                 "ethos-u-vela", "numpy", "papermill")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_run_id() -> str:
+    """A run id from the local time: ``YYYYmmdd-HHMMSS``."""
+    return _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def tool_versions() -> dict[str, str]:
+    """Installed versions of the tools a result depends on (no heavy import)."""
+    from importlib import metadata
+    import platform
+    out = {"python": platform.python_version()}
+    for name in TOOL_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def default_recipe(target: str) -> str:
+    """The recipe a target gets with ``recipe="auto"`` (imx8mp: per-tensor, others per-channel)."""
+    from .targets import get_target
+    return get_target(target).recipe
+
+
+# -- the run manifest --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunManifest(Result):
+    """What a target's results were computed from: hashes, recipe, tools, board."""
+
+    run_id: str
+    target: str
+    model: str
+    model_sha256: Optional[str] = None
+    dataset: str = ""
+    dataset_hash: Optional[str] = None
+    calibration_id: Optional[str] = None
+    calibration_hash: Optional[str] = None
+    calibration_size: Optional[int] = None
+    recipe: Optional[str] = None
+    quantized_sha256: Optional[str] = None
+    latency_where: Optional[str] = None
+    board: Optional[str] = None
+    board_fingerprint: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return (f"run {self.run_id} / {self.target}: model {self.model} "
+                f"({(self.model_sha256 or '?')[:12]}), recipe {self.recipe or '-'}, calibration "
+                f"{self.calibration_id or '-'}, latency {self.latency_where or '-'}")
+
+    def rows(self) -> list[tuple[str, str]]:
+        def short(v: Any) -> str:
+            return "-" if v in (None, "", {}) else str(v)
+        rows = [("run", self.run_id), ("target", self.target), ("model", self.model),
+                ("model sha256", short(self.model_sha256)), ("dataset", self.dataset),
+                ("dataset hash", short(self.dataset_hash)), ("calibration", short(self.calibration_id)),
+                ("calibration hash", short(self.calibration_hash)),
+                ("calibration size", short(self.calibration_size)), ("recipe", short(self.recipe)),
+                ("INT8 model sha256", short(self.quantized_sha256)), ("latency measured on",
+                                                                      short(self.latency_where)),
+                ("board", short(self.board))]
+        rows += [(f"board {k}", short(v)) for k, v in self.board_fingerprint.items() if v not in (None, "")]
+        rows += [(f"version {k}", v) for k, v in self.tools.items()]
+        return rows
+
+    def _repr_html_(self) -> str:
+        from . import display
+        return (display.heading("Run manifest") + display.paragraph(self.summary())
+                + display.table(("", ""), self.rows()))
+
+
+# -- the folder --------------------------------------------------------------------------------
+class RunFolder:
+    """``<run_dir>/<target>/``: save and load each stage's result as JSON.
+
+    ``model`` is ``"reference"`` (the built-in reference CNN) or a path to a Keras
+    ``.keras``/``.h5`` file, a SavedModel folder or an ``.onnx`` file; ``dataset`` a
+    name or path :func:`~workbench.load_dataset` takes.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, *, target: str, model: str = REFERENCE,
+                 dataset: str = "digits-conditions") -> None:
+        check_choice("target", target, TARGETS, error=BatchError)
+        self.root = Path(run_dir)
+        self.target = target
+        self.model_name = str(model)
+        self.dataset_name = str(dataset)
+        self.path = self.root / target
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.root)!r}, target={self.target!r})"
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    # -- stage records ------------------------------------------------------------------------
+    def file(self, stage: str) -> Path:
+        check_choice("stage", stage, STAGES, error=BatchError)
+        return self.path / f"{stage}.json"
+
+    def save(self, stage: str, result: Any, *, params: dict[str, Any] | None = None) -> Path:
+        """Write ``result`` (a Result) as ``<stage>.json`` with the parameters it came from."""
+        kind = type(result)
+        record = {"stage": stage, "type": f"{kind.__module__}:{kind.__qualname__}", "saved_utc": _now(),
+                  "model": self.model_name, "dataset": self.dataset_name, "params": params or {},
+                  "result": result.to_dict()}
+        return atomic_write_json(self.file(stage), record)
+
+    def record(self, stage: str) -> dict[str, Any] | None:
+        """The raw JSON record of a stage, or None when the stage has not run."""
+        path = self.file(stage)
+        if not path.is_file():
+            return None
+        try:
+            return read_json(path)
+        except ValueError as exc:
+            raise BatchError(f"{path}: not a stage record (invalid JSON: {exc}); delete it and run the "
+                             f"{stage} stage again.") from None
+
+    def has(self, stage: str) -> bool:
+        return self.file(stage).is_file()
+
+    def load(self, stage: str) -> Any:
+        """The saved result of ``stage`` as its own type, or None when the stage has not run."""
+        record = self.record(stage)
+        if record is None:
+            return None
+        module, _, name = record["type"].partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        return cls.from_dict(record["result"])
+
+    # -- inputs -------------------------------------------------------------------------------
+    @cached_property
+    def data(self) -> Any:
+        """The dataset (loaded once)."""
+        from .data.loaders import load_dataset
+        return load_dataset(self.dataset_name)
+
+    @cached_property
+    def reference(self) -> Any:
+        """The built-in reference model (trained once, then cached); None for a user model."""
+        if self.model_name != REFERENCE:
+            return None
+        from .models.reference import reference_model
+        return reference_model()
+
+    @property
+    def float_model(self) -> str:
+        """The FP32 source quantization starts from (Keras file, SavedModel or ONNX)."""
+        return self.reference.keras if self.reference is not None else self.model_name
+
+    @property
+    def fp32_model(self) -> str:
+        """The FP32 model accuracy is compared against (the reference's FP32 ``.tflite``)."""
+        return self.reference.tflite if self.reference is not None else self.model_name
+
+    def recipe(self, recipe: str = "auto") -> str:
+        """``recipe``, or the target's default recipe for ``"auto"``."""
+        return default_recipe(self.target) if recipe in ("auto", "", None) else recipe
+
+    # -- earlier stages: load, or compute what is missing -------------------------------------
+    def _reuse(self, stage: str, matches: Any) -> Any:
+        """The saved result of ``stage`` if ``matches(result)`` says it fits the request."""
+        saved = self.load(stage)
+        if saved is None:
+            return None
+        if matches(saved):
+            return saved
+        warnings.warn(f"{self.file(stage)} was computed with other parameters; computing the {stage} stage "
+                      "again with the ones given.", WorkbenchWarning, stacklevel=3)
+        return None
+
+    def calibration_set(self, *, size: int = 200, strategy: str = "stratified", seed: int = 0) -> Any:
+        """The calibration set saved by stage 10, or one curated (and saved) now."""
+        saved = self._reuse("calibration", lambda c: (c.n, c.strategy, c.seed, c.dataset_hash)
+                            == (size, strategy, seed, self.data.hash))
+        if saved is not None:
+            return saved
+        from .calibration.curate import curate_calibration_set
+        cal = curate_calibration_set(self.data, size, strategy=strategy, seed=seed, model=self.float_model)
+        self.save("calibration", cal)
+        return cal
+
+    def quantized_model(self, *, recipe: str = "auto", calibration: Any) -> Any:
+        """The INT8 model saved by stage 20, or the model quantized (and saved) now."""
+        name = self.recipe(recipe)
+        saved = self._reuse("quantize", lambda q: q.recipe.name == name and q.calibration_hash == calibration.hash
+                            and Path(q.path).is_file())
+        if saved is not None:
+            return saved
+        from .quantize.engine import quantize
+        q = quantize(self.float_model, name, calibration, dataset=self.data, output=self.path / "model")
+        self.save("quantize", q)
+        return q
+
+    def placement(self, *, quantized: Any) -> Any:
+        """The placement report saved by stage 40, or the placement analysed (and saved) now."""
+        saved = self._reuse("placement", lambda r: r.model_sha256 == quantized.sha256 and r.target == self.target)
+        if saved is not None:
+            return saved
+        from .placement.analyze import analyze_placement
+        report = analyze_placement(quantized.path, self.target)
+        self.save("placement", report)
+        return report
+
+    def deployable_model(self, quantized: Any, placement: Any = None, *, board: str | None = None) -> str:
+        """The file a board loads: the Vela-compiled model on an imx93 board, else the INT8 model.
+
+        On the host CPU (no ``board``) the plain INT8 model runs (the host has no Ethos-U)."""
+        if board and self.target == "imx93" and placement is not None and getattr(placement, "vela_model", None):
+            return placement.vela_model
+        return quantized.path
+
+    # -- the manifest -------------------------------------------------------------------------
+    def manifest(self) -> RunManifest:
+        """What this target's saved results were computed from."""
+        get = lambda stage: (self.record(stage) or {}).get("result") or {}  # noqa: E731
+        cal, q, timing = get("calibration"), get("quantize"), get("timing")
+        recipe = q.get("recipe", {}).get("name") if isinstance(q.get("recipe"), dict) else None
+        fingerprint = {k: v for k, v in (timing.get("fingerprint") or {}).items() if v not in (None, "")}
+        return RunManifest(
+            run_id=self.run_id, target=self.target,
+            model=self.model_name if self.model_name == REFERENCE else Path(self.model_name).name,
+            model_sha256=q.get("source_sha256"), dataset=self.dataset_name,
+            dataset_hash=cal.get("dataset_hash"), calibration_id=q.get("calibration_id") or (
+                f"{cal['strategy']}-{cal['n']}-{cal['hash'][:12]}" if cal else None),
+            calibration_hash=q.get("calibration_hash") or cal.get("hash"),
+            calibration_size=q.get("calibration_size") or cal.get("n"), recipe=recipe,
+            quantized_sha256=q.get("sha256"), latency_where=timing.get("where"), board=timing.get("board"),
+            board_fingerprint=fingerprint if timing.get("on_board") else {},
+            tools={**tool_versions(), **(q.get("toolchain") or {})})
+
+
+# -- summary across targets --------------------------------------------------------------------
+@dataclass(frozen=True)
+class ConditionAccuracy(Result):
+    condition: str
+    n: Optional[int] = None
+    fp32: Optional[float] = None
+    int8: Optional[float] = None
+    drop_pp: Optional[float] = None
+    ci_low: Optional[float] = None
+    ci_high: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class TargetSummary(Result):
+    """One target's results, read from its run folder."""
+
+    target: str
+    status: str                                     # ok | failed | incomplete
+    stages: tuple[str, ...] = ()
+    error: Optional[str] = None
+    failed_stage: Optional[str] = None
+    recipe: Optional[str] = None
+    accuracy: tuple[ConditionAccuracy, ...] = ()
+    npu_share: Optional[float] = None
+    npu_ops: Optional[int] = None
+    cpu_ops: Optional[int] = None
+    npu_segments: Optional[int] = None
+    cpu_islands: Optional[int] = None
+    placement_authority: Optional[str] = None
+    latency_ms: Optional[float] = None              # p50 of the timed runs
+    latency_p99_ms: Optional[float] = None
+    latency_kind: Optional[str] = None              # "measured on board <name>" | HOST_CPU
+    vela_estimate_ms: Optional[float] = None
+    vela_label: Optional[str] = None
+    manifest: Optional[RunManifest] = None
+
+    def summary(self) -> str:
+        if self.status == "failed":
+            return f"{self.target}: FAILED at {self.failed_stage or '?'}: {self.error}"
+        worst = max(self.accuracy, key=lambda a: a.drop_pp or 0.0, default=None)
+        parts = [f"{self.target} ({self.recipe or '?'})"]
+        if worst is not None and worst.drop_pp is not None:
+            parts.append(f"worst drop {worst.drop_pp:+.1f} pp ({worst.condition})")
+        if self.npu_share is not None:
+            parts.append(f"NPU {self.npu_share:.0%}, {self.cpu_islands} CPU island(s)")
+        if self.latency_ms is not None:
+            parts.append(f"p50 {self.latency_ms:.3f} ms [{self.latency_kind}]")
+        if self.vela_estimate_ms is not None:
+            parts.append(f"{self.vela_estimate_ms:.3f} ms [{VELA_ESTIMATE}]")
+        return ", ".join(parts) + ("" if self.status == "ok" else f" [{self.status}]")
+
+
+@dataclass(frozen=True)
+class RunSummary(Result):
+    """Every target of a run side by side."""
+
+    run_id: str
+    targets: tuple[TargetSummary, ...]
+
+    @property
+    def failed(self) -> tuple[TargetSummary, ...]:
+        return tuple(t for t in self.targets if t.status == "failed")
+
+    def summary(self) -> str:
+        ok = sum(t.status == "ok" for t in self.targets)
+        return f"run {self.run_id}: {ok}/{len(self.targets)} target(s) complete" + (
+            f"; failed: {', '.join(t.target for t in self.failed)}" if self.failed else "")
+
+    def csv_rows(self) -> list[dict[str, Any]]:
+        """One row per target and condition (a target without accuracy gets one row)."""
+        rows = []
+        for t in self.targets:
+            base = {"target": t.target, "status": t.status, "recipe": t.recipe, "npu_share": t.npu_share,
+                    "cpu_islands": t.cpu_islands, "latency_p50_ms": t.latency_ms,
+                    "latency_p99_ms": t.latency_p99_ms, "latency_kind": t.latency_kind,
+                    "vela_estimate_ms": t.vela_estimate_ms, "error": t.error}
+            for a in t.accuracy or (None,):
+                rows.append({"target": t.target, "condition": a.condition if a else None,
+                             "n": a.n if a else None, "fp32_accuracy": a.fp32 if a else None,
+                             "int8_accuracy": a.int8 if a else None, "drop_pp": a.drop_pp if a else None,
+                             **{k: v for k, v in base.items() if k != "target"}})
+        return rows
+
+    def plot(self, ax: Any = None) -> Any:
+        """INT8 accuracy per condition, one bar group per condition, one bar per target."""
+        import matplotlib.pyplot as plt
+        import numpy as np
+        if ax is None:
+            _, ax = plt.subplots(figsize=(7, 3))
+        done = [t for t in self.targets if t.accuracy]
+        conditions = list(dict.fromkeys(a.condition for t in done for a in t.accuracy))
+        pos = np.arange(len(conditions))
+        width = 0.8 / max(len(done), 1)
+        for i, t in enumerate(done):
+            by = {a.condition: a for a in t.accuracy}
+            ax.bar(pos + (i - (len(done) - 1) / 2) * width,
+                   [by[c].int8 if c in by and by[c].int8 is not None else np.nan for c in conditions],
+                   width, label=f"{t.target} INT8 ({t.recipe})")
+        if done:
+            fp32 = {a.condition: a.fp32 for a in done[0].accuracy}
+            ax.scatter(pos, [fp32.get(c) if fp32.get(c) is not None else np.nan for c in conditions],
+                       marker="_", s=400, color="black", label="FP32", zorder=3)
+        ax.set_xticks(pos, conditions, rotation=15)
+        ax.set_ylabel("top-1 accuracy")
+        ax.set_title(f"run {self.run_id}: accuracy per condition")
+        if done:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no accuracy results", ha="center", va="center", transform=ax.transAxes)
+        return ax
+
+    def _repr_html_(self) -> str:
+        from . import display
+        rows, styles = [], []
+        for t in self.targets:
+            worst = max(t.accuracy, key=lambda a: a.drop_pp or 0.0, default=None)
+            rows.append((t.target, t.status, t.recipe or "-",
+                         f"{worst.drop_pp:+.2f} pp ({worst.condition})" if worst and worst.drop_pp is not None else "-",
+                         f"{t.npu_share:.0%}" if t.npu_share is not None else "-",
+                         "-" if t.cpu_islands is None else t.cpu_islands,
+                         f"{t.latency_ms:.3f} ms ({t.latency_kind})" if t.latency_ms is not None else "-",
+                         f"{t.vela_estimate_ms:.3f} ms ({VELA_ESTIMATE})" if t.vela_estimate_ms is not None
+                         else "-", t.error or ""))
+            styles.append(display.BAD_STYLE if t.status == "failed" else "")
+        acc_rows = [(t.target, a.condition, a.n, _pct(a.fp32), _pct(a.int8),
+                     "-" if a.drop_pp is None else f"{a.drop_pp:+.2f}")
+                    for t in self.targets for a in t.accuracy]
+        return (display.heading(f"Run {self.run_id}") + display.paragraph(self.summary())
+                + display.table(("target", "status", "recipe", "worst accuracy drop", "NPU op share",
+                                 "CPU islands", "latency p50", "latency estimate", "error"), rows,
+                                row_styles=styles, caption="Targets")
+                + display.table(("target", "condition", "n", "FP32", "INT8", "drop (pp)"), acc_rows,
+                                caption="Accuracy per condition"))
+
+
+def _pct(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.2%}"
+
+
+def _accuracy_rows(result: dict[str, Any]) -> tuple[ConditionAccuracy, ...]:
+    """Per condition: FP32 and INT8 accuracy from an ``AccuracyReport`` dict.
+
+    The FP32 row of a condition is the one without a drop (the reference itself);
+    the INT8 row the first candidate row with one."""
+    fp32: dict[str, dict] = {}
+    int8: dict[str, dict] = {}
+    reference = result.get("reference") or result.get("fp32_name")
+    for row in result.get("rows", ()):
+        cond = row.get("condition")
+        is_ref = (row.get("model") == reference) if reference else row.get("drop_pp") in (None, 0, 0.0) \
+            and cond not in fp32
+        (fp32 if is_ref else int8).setdefault(cond, row)
+    out = []
+    for cond in dict.fromkeys([*fp32, *int8]):
+        f, q = fp32.get(cond, {}), int8.get(cond, {})
+        out.append(ConditionAccuracy(condition=str(cond), n=q.get("n") or f.get("n"), fp32=f.get("accuracy"),
+                                     int8=q.get("accuracy"), drop_pp=q.get("drop_pp"),
+                                     ci_low=q.get("ci_low"), ci_high=q.get("ci_high")))
+    return tuple(out)
+
+
+def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
+    """Read one target's folder of a run (missing stages leave fields empty)."""
+    folder = RunFolder.__new__(RunFolder)          # read-only: do not create folders
+    folder.root, folder.target, folder.path = Path(run_dir), target, Path(run_dir) / target
+    if not folder.path.is_dir():
+        return TargetSummary(target=target, status="failed", error="no results (the target did not run)")
+    records = {s: folder.record(s) for s in STAGES}
+    done = tuple(s for s in STAGES if records[s] is not None)
+    get = lambda s: (records[s] or {}).get("result") or {}  # noqa: E731
+    q, placement, timing = get("quantize"), get("placement"), get("timing")
+    error = read_json(folder.path / "error.json") if (folder.path / "error.json").is_file() else None
+    status = "failed" if error else ("ok" if len(done) == len(STAGES) else "incomplete")
+    latency = timing.get("latency_us") or {}
+    board = timing.get("board")
+    first = next((records[s] for s in done), {})
+    folder.model_name = first.get("model", REFERENCE)
+    folder.dataset_name = first.get("dataset", "")
+    return TargetSummary(
+        target=target, status=status, stages=done, error=error.get("message") if error else None,
+        failed_stage=error.get("stage") if error else None,
+        recipe=(q.get("recipe") or {}).get("name") if q else None,
+        accuracy=_accuracy_rows(get("accuracy")) if records["accuracy"] else (),
+        npu_share=placement.get("npu_share"), npu_ops=placement.get("npu_ops"), cpu_ops=placement.get("cpu_ops"),
+        npu_segments=placement.get("npu_segments"),
+        cpu_islands=len(placement["cpu_islands"]) if "cpu_islands" in placement else None,
+        placement_authority=placement.get("authority"),
+        latency_ms=None if latency.get("p50") is None else latency["p50"] / 1000.0,
+        latency_p99_ms=None if latency.get("p99") is None else latency["p99"] / 1000.0,
+        latency_kind=(f"measured on board {board}" if timing.get("on_board") else HOST_CPU) if timing else None,
+        vela_estimate_ms=placement.get("estimated_latency_ms"),
+        vela_label=VELA_ESTIMATE if placement.get("estimated_latency_ms") is not None else None,
+        manifest=folder.manifest() if done else None)
+
+
+def summarize_run(run_dir: str | os.PathLike, *, targets: Any = None) -> RunSummary:
+    """Every target of ``run_dir`` (default: the target folders present), read from JSON."""
+    root = Path(run_dir)
+    if isinstance(targets, str):
+        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    if not targets:
+        targets = [t for t in TARGETS if (root / t).is_dir()]
+    if not targets:
+        raise BatchError(f"{run_dir}: no target folders ({', '.join(TARGETS)}); run the stage notebooks "
+                         "or `workbench batch` first.")
+    for t in targets:
+        check_choice("target", t, TARGETS, error=BatchError)
+    return RunSummary(run_id=root.name, targets=tuple(summarize_target(root, t) for t in targets))
+
