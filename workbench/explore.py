@@ -14,8 +14,8 @@ method that takes :class:`ExplorerSettings` and returns an :class:`Exploration`
 (a frozen result holding the calibration set, the quantized model, the accuracy
 report, the audit and the placement report), so tests and scripts assert on data.
 Repeated settings are cheap: quantization and evaluation are content-addressed in
-the workbench cache, and the explorer keeps calibration sets, audits and
-placements it has already computed in memory.
+the workbench cache, and the explorer keeps calibration sets, audits, accuracy
+reports and placements it has already computed in memory.
 """
 
 from __future__ import annotations
