@@ -3,23 +3,32 @@
 A model's scores on one condition of one split never change while neither the
 model file nor the dataset changes, so they are kept under
 ``cache_dir("eval")`` as one ``.npz`` (scores and sample ids) written atomically.
-A file that cannot be read, or whose ids do not match the samples, is a miss.
+The key also holds a hash of the predictor code.  A file that cannot be read,
+or whose ids do not match the samples, is a miss.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_path, cache_dir, stable_hash
+from .._io import atomic_path, cache_dir, sha256_file, stable_hash
 
 CACHE_VERSION = 1
 
 
+@lru_cache(maxsize=1)
+def _predictor_code() -> str:
+    """Scores depend on how models are run: a change to the predictors invalidates the cache."""
+    from ..models import predict
+    return sha256_file(predict.__file__)[:16]
+
+
 def cache_key(model_sha256: str, dataset_hash: str, split: str, condition: str) -> str:
-    return stable_hash({"model": model_sha256, "dataset": dataset_hash, "split": split,
-                        "condition": condition, "version": CACHE_VERSION})[:32]
+    return stable_hash({"model": model_sha256, "dataset": dataset_hash, "split": split, "condition": condition,
+                        "version": CACHE_VERSION, "code": _predictor_code()})[:32]
 
 
 def cache_path(key: str) -> Path:

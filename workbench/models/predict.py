@@ -51,10 +51,11 @@ def resolve_model_path(model: Any) -> str:
 
 
 def quantize_input(x: np.ndarray, scale: float, zero_point: int, dtype: np.dtype) -> np.ndarray:
-    """Float to integer with the model's input parameters (round half away from zero, as TFLite)."""
+    """Float to integer with the model's input parameters, as TFLite's QUANTIZE does:
+    ``round(x / scale) + zero_point`` (half away from zero), clipped to the type's range."""
     info = np.iinfo(dtype)
-    q = x.astype(np.float32) / np.float32(scale) + np.float32(zero_point)
-    q = np.sign(q) * np.floor(np.abs(q) + 0.5)
+    v = x.astype(np.float32) / np.float32(scale)
+    q = np.sign(v) * np.floor(np.abs(v) + 0.5) + zero_point
     return np.clip(q, info.min, info.max).astype(dtype)
 
 

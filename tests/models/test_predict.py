@@ -1,0 +1,138 @@
+"""load_predictor: every format, batched where possible, one sample at a time where not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from workbench.errors import ModelError, WorkbenchWarning
+from workbench.models.predict import (batch_free_tflite, dequantize_output, load_predictor, quantize_input,
+                                      resolve_model_path)
+
+W = np.random.default_rng(0).normal(size=(64, 3)).astype(np.float32)
+
+
+def _tflite(fn, shape=(1, 8, 8, 1)):
+    import tensorflow as tf
+    concrete = tf.function(fn, input_signature=[tf.TensorSpec(shape, tf.float32)]).get_concrete_function()
+    return tf.lite.TFLiteConverter.from_concrete_functions([concrete]).convert()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Tiny .tflite models: a batch-1 one whose reshape hard-codes the batch (the twin frees it), one whose
+    reshape splits the batch (cannot be resized), one that mixes samples across the batch, one with a free batch."""
+    import tensorflow as tf
+    folder = tmp_path_factory.mktemp("predict")
+    models = {
+        "fixed": lambda x: tf.matmul(tf.reshape(x, [1, 64]), W),
+        "split": lambda x: tf.matmul(tf.reshape(tf.reduce_sum(tf.reshape(x, [2, 32]), axis=0), [1, 32]), W[:32]),
+        "mixing": lambda x: tf.matmul(tf.reshape(tf.reduce_sum(
+            tf.concat([tf.reshape(x, [1, 64]), tf.ones([1, 64])], axis=0), axis=0), [1, 64]), W),
+    }
+    out = {}
+    for name, fn in models.items():
+        out[name] = folder / f"{name}.tflite"
+        out[name].write_bytes(_tflite(fn))
+    out["free"] = folder / "free.tflite"
+    out["free"].write_bytes(_tflite(lambda x: tf.matmul(tf.reshape(x, [-1, 64]), W), shape=(None, 8, 8, 1)))
+    return out
+
+
+def _expected(x, factor=1.0):
+    return x.reshape(len(x), 64) @ W * factor
+
+
+@pytest.fixture(scope="module")
+def images():
+    return np.random.default_rng(1).random((37, 8, 8, 1), dtype=np.float32)
+
+
+def test_batch_one_tflite_runs_batched_through_its_twin(tiny, images):
+    p = load_predictor(tiny["fixed"], batch_size=16)
+    out = p.predict(images)
+    assert p.mode == "batched" and out.shape == (37, 3) and out.dtype == np.float32
+    np.testing.assert_allclose(out, _expected(images), rtol=1e-4, atol=1e-4)
+    assert batch_free_tflite(b"not a flatbuffer") is None
+
+
+def test_free_batch_tflite_is_batched_as_is(tiny, images):
+    p = load_predictor(tiny["free"], batch_size=8)
+    np.testing.assert_allclose(p.predict(images), _expected(images), rtol=1e-4, atol=1e-4)
+    assert p.mode == "batched"
+
+
+def test_model_that_cannot_be_resized_falls_back_to_one_sample_at_a_time(tiny, images):
+    p = load_predictor(tiny["split"])
+    out = p.predict(images)
+    assert p.mode == "per-sample"
+    halves = images.reshape(len(images), 2, 32).sum(axis=1)
+    np.testing.assert_allclose(out, halves @ W[:32], rtol=1e-4, atol=1e-4)
+
+
+def test_twin_that_disagrees_is_not_used(tiny, images):
+    p = load_predictor(tiny["mixing"])
+    with pytest.warns(WorkbenchWarning, match="batch-free twin of this batch-1 model disagrees"):
+        out = p.predict(images)
+    assert p.mode == "per-sample"
+    expected = _expected(images + 1.0)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_every_reference_format_gives_the_same_decisions(reference, digits):
+    subset = digits.select(split="test", condition="motion-blur")
+    x, y = subset.x[:96], subset.y[:96]
+    outs = {}
+    for kind in ("tflite", "onnx", "keras", "saved_model"):
+        p = load_predictor(getattr(reference, kind), batch_size=32)
+        outs[kind] = p.predict(x)
+        assert outs[kind].shape == (96, 10)
+        assert p.mode == ("per-sample" if kind == "saved_model" else "batched"), kind
+    for kind, out in outs.items():
+        np.testing.assert_allclose(out, outs["tflite"], rtol=1e-3, atol=1e-3, err_msg=kind)
+        assert np.mean(out.argmax(1) == y) == np.mean(outs["tflite"].argmax(1) == y)
+    # a ReferenceModel-like object means its Keras file
+    assert load_predictor(reference).format == "keras"
+
+
+def test_onnx_channels_first_model_gets_nchw(tmp_path, images):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    graph = helper.make_graph(
+        [helper.make_node("Flatten", ["x"], ["flat"], axis=1), helper.make_node("MatMul", ["flat", "w"], ["y"])],
+        "nchw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], [numpy_helper.from_array(W, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "nchw.onnx"
+    onnx.save(model, str(path))
+    p = load_predictor(path)
+    assert p.input_shape == (1, 8, 8)
+    p.adapt_layout((8, 8, 1))
+    assert p.input_shape == (8, 8, 1)
+    out = p.predict(images)
+    assert p.mode == "batched"
+    np.testing.assert_allclose(out, _expected(images.transpose(0, 3, 1, 2)), rtol=1e-4, atol=1e-4)
+
+
+def test_quantization_helpers_use_the_given_parameters():
+    x = np.array([0.0, 0.125, -0.125, 1.0, 100.0], np.float32)     # x / 0.25: 0, 0.5, -0.5, 4, 400
+    assert quantize_input(x, 0.25, -128, np.int8).tolist() == [-128, -127, -128, -124, 127]
+    assert quantize_input(x, 0.25, 3, np.uint8).tolist() == [3, 4, 2, 7, 255]
+    np.testing.assert_allclose(dequantize_output(np.array([-128, 0, 127], np.int8), 0.5, -10), [-59.0, 5.0, 68.5])
+
+
+def test_errors_name_the_model_and_what_did_not_fit(tiny, tmp_path):
+    p = load_predictor(tiny["fixed"])
+    with pytest.raises(ModelError, match=r"fixed.tflite: the model takes images of shape \(8, 8, 1\).*got \(9, 9, 1\)"):
+        p.predict(np.zeros((2, 9, 9, 1), np.float32))
+    with pytest.raises(ModelError, match="nothing to predict"):
+        p.predict(np.zeros((0, 8, 8, 1), np.float32))
+    with pytest.raises(ModelError, match="cannot evaluate a int: expected a model path"):
+        resolve_model_path(3)
+    bad = tmp_path / "bad.tflite"
+    bad.write_bytes(b"1234TFL3" + b"\0" * 16)
+    with pytest.raises(ModelError, match="LiteRT cannot load this model"):
+        load_predictor(bad)
+    with pytest.raises(ModelError, match="`batch_size` must be a positive integer"):
+        load_predictor(tiny["fixed"], batch_size=0)
