@@ -54,9 +54,11 @@ def quantize_input(x: np.ndarray, scale: float, zero_point: int, dtype: np.dtype
     """Float to integer with the model's input parameters, as TFLite's QUANTIZE does:
     ``round(x / scale) + zero_point`` (half away from zero), clipped to the type's range."""
     info = np.iinfo(dtype)
-    v = x.astype(np.float32) / np.float32(scale)
-    q = np.sign(v) * np.floor(np.abs(v) + 0.5) + zero_point
-    return np.clip(q, info.min, info.max).astype(dtype)
+    v = np.asarray(x, np.float32) / np.float32(scale)
+    v = np.trunc(v + np.copysign(np.float32(0.5), v))
+    v += np.float32(zero_point)
+    np.clip(v, info.min, info.max, out=v)
+    return v.astype(dtype)
 
 
 def dequantize_output(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
@@ -108,37 +110,38 @@ class Predictor:
         x = self.check_input(x)
         if len(x) == 0:
             raise ModelError(f"{self.path}: nothing to predict (0 images).")
+        first = None
         if self._batched_ready is None:
-            self._batched_ready = self._try_batched(x)
+            first = self._try_batched(x[:self.batch_size])
+            self._batched_ready = first is not None
             self.mode = "batched" if self._batched_ready else "per-sample"
         if self._batched_ready:
-            return self._predict_batched(x)
+            out = [first] if first is not None else []
+            for start in range(len(out) * self.batch_size, len(x), self.batch_size):
+                out.append(self._run_batch(x[start:start + self.batch_size]))
+            return np.concatenate(out).astype(np.float32, copy=False)
         return np.concatenate([self._run_one(x[i:i + 1]) for i in range(len(x))]).astype(np.float32)
 
-    def _predict_batched(self, x: np.ndarray) -> np.ndarray:
-        out = []
-        bs = self.batch_size
-        for start in range(0, len(x), bs):
-            out.append(self._run_batch(x[start:start + bs]))
-        return np.concatenate(out).astype(np.float32)
-
-    def _try_batched(self, x: np.ndarray) -> bool:
+    def _try_batched(self, first: np.ndarray) -> np.ndarray | None:
+        """Open the batch path and run the first batch; its first samples are checked against
+        one-sample runs of the original model.  Returns the first batch's scores, or ``None``."""
         try:
             if not self._open_batched():
-                return False
-            probe = x[:_VERIFY_SAMPLES]
-            batched = self._run_batch(probe)
+                return None
+            batched = self._run_batch(first)
         except Exception:  # noqa: BLE001 - a twin that cannot run means: run per sample
-            return False
+            return None
+        probe = first[:_VERIFY_SAMPLES]
         single = np.concatenate([self._run_one(probe[i:i + 1]) for i in range(len(probe))])
         scale = float(np.max(np.abs(single))) + 1e-6
-        if batched.shape != single.shape or not np.allclose(batched, single, rtol=1e-3,
-                                                              atol=1e-3 * scale + self._atol()):
+        head = batched[:len(probe)]
+        if batched.shape != (len(first), single.shape[1]) or not np.allclose(
+                head, single, rtol=1e-3, atol=1e-3 * scale + self._atol()):
             warnings.warn(f"{self.path}: the batch-free twin of this batch-1 model disagrees with one-sample "
                           "runs; evaluating one sample at a time (slower, same numbers as the file).",
                           WorkbenchWarning, stacklevel=3)
-            return False
-        return True
+            return None
+        return batched
 
     def _atol(self) -> float:
         return 0.0
