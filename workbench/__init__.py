@@ -66,6 +66,8 @@ _EXPORTS = {
     "RunFolder": "workbench.runs",
     "run_batch": "workbench.batch",
     "BatchResult": "workbench.batch",
+    "summarize_run": "workbench.runs",
+    "RunSummary": "workbench.runs",
     "explorer": "workbench.explore",
 }
 
