@@ -146,3 +146,16 @@ def test_model_checks_flag_and_pass(target, check_id, graph_factory):
     found = [f for f in tgt.evaluate_model(graph_factory()) if f.check == check_id]
     assert len(found) == 1 and found[0].detail
     assert not [f for f in tgt.evaluate_model(conv()) if f.check == check_id]
+
+
+def test_int16_activations_count_as_integer_not_float():
+    """A 16x8 model (recipe a16w8_pc) is quantized: each target's rules decide, it is not 'float'."""
+    from workbench.targets._constraints import has_integer_activations
+    sixteen = conv(x=t("INT16", scales=(0.001,)), out=t("INT16", scales=(0.001,)),
+                   b=t("INT64", (8,), scales=(0.001,), zps=(0,), const=True))
+    floating = conv(x=t("FLOAT32"), w=t("FLOAT32", (8, 3, 3, 8), const=True),
+                    b=t("FLOAT32", (8,), const=True), out=t("FLOAT32"))
+    unquantized16 = conv(x=t("INT16", scales=(), zps=()), out=t("INT16", scales=(), zps=()))
+    assert has_integer_activations(sixteen)
+    assert not has_integer_activations(floating)
+    assert not has_integer_activations(unquantized16)

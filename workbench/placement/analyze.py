@@ -252,7 +252,7 @@ def _check_model_fits(graph: TFLiteGraph, tgt: Target, path: Path) -> None:
         raise PlacementError(f"{path}: the model has no ops in its main subgraph.")
     if not has_integer_activations(graph) and not any(op.is_custom for op in graph.ops):
         raise TargetError(
-            f"{path} is a float model (no INT8/UINT8 feature maps), but {tgt.id} ({tgt.npu}) runs "
+            f"{path} is a float model (no quantized INT8/UINT8/INT16 feature maps), but {tgt.id} ({tgt.npu}) runs "
             f"INT8. Quantize it first: run `workbench quantize {path} --recipe {tgt.recipe}` "
             f"(recommended for {tgt.id}) and analyse the INT8 .tflite it writes.")
 

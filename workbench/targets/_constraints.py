@@ -121,8 +121,13 @@ def non_integer_ops(graph: TFLiteGraph) -> tuple[int, ...]:
 
 
 def has_integer_activations(graph: TFLiteGraph) -> bool:
-    """True when at least one op reads or writes an INT8/UINT8 feature map."""
-    return any(t.dtype in QUANT_DTYPES for op in graph.ops for t in activations(graph, op))
+    """True when at least one op reads or writes a quantized integer feature map.
+
+    INT8/UINT8, and INT16 with quantization parameters (the 16x8 recipe ``a16w8_pc``): whether a
+    target then runs a 16-bit op is for its constraints to say, not a reason to call it float.
+    """
+    return any(t.dtype in QUANT_DTYPES or (t.dtype == "INT16" and t.is_quantized)
+               for op in graph.ops for t in activations(graph, op))
 
 
 def dynamic_tensors(graph: TFLiteGraph) -> tuple[str, ...]:
