@@ -15,6 +15,7 @@ from typing import Any
 
 TABLE_STYLE = "border-collapse:collapse;font-family:monospace;font-size:12px;margin:4px 0"
 CELL_STYLE = "border:1px solid #ccc;padding:2px 6px;text-align:right"
+TEXT_CELL_STYLE = "border:1px solid #ccc;padding:2px 6px;text-align:left;max-width:40em;overflow-wrap:anywhere"
 HEAD_STYLE = "border:1px solid #ccc;padding:2px 6px;background:#f0f0f0;text-align:left"
 BAD_STYLE = "background:#fde2e2"
 GOOD_STYLE = "background:#e2f5e2"
@@ -40,9 +41,30 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
     for i, row in enumerate(rows):
         style = row_styles[i] if row_styles and i < len(row_styles) else ""
         out.append(f'<tr style="{style}">' + "".join(
-            f'<td style="{CELL_STYLE}">{esc(fmt(c))}</td>' for c in row) + "</tr>")
+            f'<td style="{CELL_STYLE if _is_number(c) else TEXT_CELL_STYLE}">{esc(fmt(c))}</td>'
+            for c in row) + "</tr>")
     out.append("</table>")
     return "".join(out)
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return True
+    text = str(value).strip().replace("%", "").replace("pp", "").replace("+", "").strip()
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def short_name(name: str, limit: int = 60) -> str:
+    """A long fused tensor/op name shortened for a table: its first ``;`` part, tail kept."""
+    first = str(name).split(";")[0]
+    more = " (+fused)" if ";" in str(name) else ""
+    if len(first) > limit:
+        first = "..." + first[-(limit - 3):]
+    return first + more
 
 
 def heading(text: str, level: int = 4) -> str:

@@ -129,7 +129,7 @@ class PlacementReport(Result):
             headers += ["cycles", "MACs"]
         rows, styles = [], []
         for o in self.ops:
-            row = [o.index, o.type, o.name, o.placement,
+            row = [o.index, o.type, display.short_name(o.name), o.placement,
                    "; ".join(f"{r.constraint}: {r.detail}" for r in o.reasons)]
             if with_cycles:
                 row += ["" if o.cycles is None else o.cycles, "" if o.macs is None else o.macs]
