@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+from pathlib import Path
 from typing import Any
 
 TARGETS = ("imx8mp", "imx93", "imx95")
@@ -81,6 +82,27 @@ def parse_boards(items: list[str] | None) -> Any:
     return plain[-1] if plain else mapping
 
 
+def _accuracy_table(summary_json: Path) -> list[str]:
+    """Top-1 per condition: FP32 once, then each target's INT8 (from summary.json)."""
+    from ._io import read_json
+    if not summary_json.is_file():
+        return []
+    targets = {t: s for t, s in read_json(summary_json).get("targets", {}).items() if s.get("accuracy")}
+    if not targets:
+        return []
+    first = next(iter(targets.values()))["accuracy"]
+    header = f"  {'condition':<14}{'FP32':>9}" + "".join(f"{t + ' INT8':>14}" for t in targets)
+    lines = ["", "  top-1 accuracy on the test split", header]
+    for row in first:
+        cells = []
+        for s in targets.values():
+            match = next((a for a in s["accuracy"] if a["condition"] == row["condition"]), None)
+            cells.append(f"{match['int8']:>14.2%}" if match and match.get("int8") is not None else f"{'-':>14}")
+        fp32 = f"{row['fp32']:>9.2%}" if row.get("fp32") is not None else f"{'-':>9}"
+        lines.append(f"  {row['condition']:<14}{fp32}" + "".join(cells))
+    return lines + [""]
+
+
 def _batch(args: argparse.Namespace) -> int:
     from .batch import run_batch
     from .cli import emit
@@ -98,6 +120,7 @@ def _batch(args: argparse.Namespace) -> int:
         lines = [result.summary()]
         for t in result.targets:
             lines.append(f"  {t.summary()}")
+        lines += _accuracy_table(Path(result.out_dir) / result.summary_json)
         if result.gate is not None:
             lines += [f"  gate: {v.reason}" for v in result.gate.violations]
             lines += [f"  gate note: {n}" for n in result.gate.notes]

@@ -31,20 +31,26 @@ def fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
-          row_styles: Sequence[str] | None = None, caption: str | None = None) -> str:
-    """An escaped HTML table.  ``row_styles`` gives an inline style per row."""
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], row_styles: Sequence[str] | None,
+           caption: str | None) -> str:
+    """Rows of ready-made ``<td>`` strings inside one styled table."""
     out = [f'<table style="{TABLE_STYLE}">']
     if caption:
         out.append(f'<caption style="text-align:left;font-weight:bold">{esc(caption)}</caption>')
     out.append("<tr>" + "".join(f'<th style="{HEAD_STYLE}">{esc(h)}</th>' for h in headers) + "</tr>")
-    for i, row in enumerate(rows):
+    for i, cells in enumerate(rows):
         style = row_styles[i] if row_styles and i < len(row_styles) else ""
-        out.append(f'<tr style="{style}">' + "".join(
-            f'<td style="{CELL_STYLE if _is_number(c) else TEXT_CELL_STYLE}">{esc(fmt(c))}</td>'
-            for c in row) + "</tr>")
+        out.append(f'<tr style="{style}">' + "".join(cells) + "</tr>")
     out.append("</table>")
     return "".join(out)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
+          row_styles: Sequence[str] | None = None, caption: str | None = None) -> str:
+    """An escaped HTML table (numbers right-aligned, text left).  ``row_styles``: a style per row."""
+    cells = ([f'<td style="{CELL_STYLE if _is_number(c) else TEXT_CELL_STYLE}">{esc(fmt(c))}</td>'
+              for c in row] for row in rows)
+    return _table(headers, cells, row_styles, caption)
 
 
 def _is_number(value: Any) -> bool:
@@ -129,16 +135,8 @@ def link(href: str, text: str) -> str:
 def raw_table(headers: Sequence[str], rows: Iterable[Sequence[str]], *,
               row_styles: Sequence[str] | None = None, caption: str | None = None) -> str:
     """Like :func:`table`, but cells are HTML built by this module (links), not escaped."""
-    out = [f'<table style="{TABLE_STYLE}">']
-    if caption:
-        out.append(f'<caption style="text-align:left;font-weight:bold">{esc(caption)}</caption>')
-    out.append("<tr>" + "".join(f'<th style="{HEAD_STYLE}">{esc(h)}</th>' for h in headers) + "</tr>")
-    for i, row in enumerate(rows):
-        style = row_styles[i] if row_styles and i < len(row_styles) else ""
-        out.append(f'<tr style="{style}">' + "".join(
-            f'<td style="{CELL_STYLE};text-align:left">{c}</td>' for c in row) + "</tr>")
-    out.append("</table>")
-    return "".join(out)
+    cells = ([f'<td style="{TEXT_CELL_STYLE}">{c}</td>' for c in row] for row in rows)
+    return _table(headers, cells, row_styles, caption)
 
 
 def page(title: str, body: str, *, extra_css: str = "") -> str:

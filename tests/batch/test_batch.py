@@ -206,6 +206,8 @@ def test_cli_gate_failure_exit_code_and_reasons(batch, batch_out, tmp_path):
         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "gate: imx93: p50 latency is" in proc.stdout and "above the limit of 1e-06 ms" in proc.stdout
+    # the accuracy saved by the session batch is printed per condition, FP32 beside INT8
+    assert "top-1 accuracy on the test split" in proc.stdout and "imx93 INT8" in proc.stdout
     assert proc.stdout.strip().endswith("index.html")
 
 
