@@ -203,3 +203,18 @@ def test_notebook_passes_every_parameter_to_the_explorer():
     passed = {k.arg: ast.unparse(k.value) for k in call.keywords}
     assert passed == {p: p for p in params}
     assert set(params) <= set(inspect.signature(explorer).parameters)
+
+
+def test_explore_notebook_runs_under_papermill(reference, tmp_path):
+    """The notebook itself, executed by papermill on the npu-workbench kernel with small parameters."""
+    import nbformat
+    import papermill as pm
+    out = tmp_path / "00_explore.out.ipynb"
+    pm.execute_notebook(str(NOTEBOOK), str(out), kernel_name="npu-workbench", cwd=str(tmp_path),
+                        parameters={"target": "imx93", "calibration_size": 60,
+                                    "calibration_strategy": "random", "conditions": "daylight,low-light"},
+                        progress_bar=False)
+    nb = nbformat.read(out, as_version=4)
+    last = nb.cells[-1].outputs
+    html = "".join(o.get("data", {}).get("text/html", "") for o in last)
+    assert "imx93" in html and IMAGE in html
