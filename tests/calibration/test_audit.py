@@ -103,3 +103,20 @@ def test_audit_errors(reference, digits, daylight_audit):
         audit_coverage(reference, digits.x[:10], dataset=digits)
     with pytest.raises(CalibrationError, match="`layer` must be one of"):
         daylight_audit.row("conv7", "daylight")
+
+
+def test_audit_of_a_model_file_is_cached(reference, bright_case, workbench_cache):
+    """The same model file, calibration and data give the cached audit back; a damaged entry is redone."""
+    from pathlib import Path
+    data, first = bright_case
+    entries = [e for e in Path(workbench_cache, "audit").glob("*.json")
+               if json.loads(e.read_text()).get("dataset") == "bright-case"]
+    assert len(entries) == 1, "the audit of a model file was not cached"
+    again = audit_coverage(reference, data.select(split="calibration"), dataset=data)
+    assert again.to_dict() == first.to_dict()
+    fresh = audit_coverage(reference, data.select(split="calibration"), dataset=data, cache=False)
+    assert fresh.to_dict() == first.to_dict()
+    entries[0].write_text("{not json")
+    redone = audit_coverage(reference, data.select(split="calibration"), dataset=data)
+    assert redone.to_dict() == first.to_dict()
+    assert json.loads(entries[0].read_text())["calibration_hash"] == first.calibration_hash

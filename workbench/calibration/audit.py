@@ -21,12 +21,15 @@ calibration set should add.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .._io import atomic_write_json, cache_dir, read_json, sha256_file, stable_hash
 from .._results import Result
 from .._validation import check_choice, check_range
 from ..errors import CalibrationError
@@ -180,7 +183,7 @@ class CoverageAudit(Result):
 
 def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "test",
                    conditions: Sequence[str] | None = None, clip_threshold: float = 0.001,
-                   activation_bits: int = 8, batch_size: int = 256) -> CoverageAudit:
+                   activation_bits: int = 8, batch_size: int = 256, cache: bool = True) -> CoverageAudit:
     """Compare per-layer activations under each condition with the calibrated ranges.
 
     Parameters
@@ -193,6 +196,8 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
     conditions : the conditions to audit (default: all in ``split``).
     clip_threshold : a layer/condition pair whose clip rate exceeds this is at risk.
     activation_bits : activation bit width (8 or 16); sets the rounding tolerance.
+    cache : reuse an identical earlier audit (same model file bytes, calibration set, dataset,
+        split, conditions and thresholds, same audit code) from ``$NPU_WORKBENCH_CACHE/audit``.
     """
     from ..data.loaders import load_dataset
     from .activations import INPUT, _batch_free, load_keras, model_label, quantized_layers
@@ -205,6 +210,14 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
     conds = tuple(held_out.conditions) if conditions is None else tuple(conditions)
     for c in conds:
         check_choice("conditions", c, held_out.conditions, error=CalibrationError)
+
+    cache_file = _cache_file(model, data, cal_hash, split, conds, clip_threshold, activation_bits) \
+        if cache else None
+    if cache_file is not None and cache_file.is_file():
+        try:
+            return CoverageAudit.from_dict(read_json(cache_file))
+        except (ValueError, TypeError, KeyError):
+            pass                                     # a damaged entry is recomputed and rewritten
 
     keras_model = _batch_free(load_keras(model))
     layers = quantized_layers(keras_model)
@@ -225,11 +238,28 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
                                  utilisation=covered / width if width > 0 else 1.0,
                                  observed_min=omin, observed_max=omax, at_risk=rate > clip_threshold))
     add, findings = _findings(rows, conds, cal_conds, clip_threshold, INPUT, calibrated)
-    return CoverageAudit(
+    audit = CoverageAudit(
         calibration_id=cal_id, calibration_hash=cal_hash, calibration_conditions=cal_conds,
         model=model_label(model), dataset=data.name, split=split, layers=layers, conditions=conds,
         calibrated_ranges=calibrated, rows=tuple(rows), clip_threshold=float(clip_threshold),
         activation_bits=activation_bits, add_conditions=add, findings=findings)
+    if cache_file is not None:
+        atomic_write_json(cache_file, audit.to_dict())
+    return audit
+
+
+def _cache_file(model: Any, data: Any, cal_hash: str, split: str, conds: tuple[str, ...],
+                clip_threshold: float, activation_bits: int) -> Path | None:
+    """Where an audit of a model *file* is cached; None for an in-memory Keras model."""
+    path = getattr(model, "keras", model)
+    if not isinstance(path, (str, os.PathLike)) or not Path(path).exists():
+        return None
+    here = Path(__file__).parent
+    key = stable_hash({"model": sha256_file(path), "calibration": cal_hash, "dataset": data.hash,
+                       "split": split, "conditions": list(conds), "clip_threshold": float(clip_threshold),
+                       "bits": activation_bits, "code": [sha256_file(here / "audit.py"),
+                                                         sha256_file(here / "activations.py")]})
+    return cache_dir("audit") / f"{key[:32]}.json"
 
 
 # -- steps ------------------------------------------------------------------------------------------

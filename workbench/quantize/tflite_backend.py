@@ -37,8 +37,14 @@ def _tf() -> Any:
 
 
 def toolchain() -> dict[str, str]:
-    tf = _tf()
-    return {"tensorflow": tf.__version__, "numpy": np.__version__}
+    """Versions that enter the cache key, read without importing TensorFlow (a cache hit stays fast)."""
+    from importlib import metadata
+    for dist in ("tensorflow-cpu", "tensorflow"):
+        try:
+            return {"tensorflow": metadata.version(dist), "numpy": np.__version__}
+        except metadata.PackageNotFoundError:
+            continue
+    return {"tensorflow": _tf().__version__, "numpy": np.__version__}
 
 
 def _frozen_batch1(fn: Any, spec: Any) -> Any:
