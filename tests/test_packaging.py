@@ -59,3 +59,15 @@ def test_kernel_spec():
     assert spec["language"] == "python" and "ipykernel_launcher" in spec["argv"]
     from jupyter_client.kernelspec import KernelSpecManager
     assert "npu-workbench" in KernelSpecManager().find_kernel_specs(), "run `make setup` to register the kernel"
+
+
+def test_every_public_name_resolves():
+    """`import workbench as wb; wb.<name>` works for every name the package exports."""
+    import workbench
+    missing = []
+    for name in workbench.__all__:
+        try:
+            getattr(workbench, name)
+        except (AttributeError, ImportError) as exc:
+            missing.append(f"{name}: {exc}")
+    assert not missing, missing
