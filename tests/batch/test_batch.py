@@ -17,7 +17,7 @@ from workbench.batch import (check_quality_gate, export_html, external_reference
 from workbench.errors import BatchError
 from workbench.runs import RunFolder, summarize_run
 
-from .conftest import SMALL, STAGES, TARGETS, has_evaluate
+from .conftest import SMALL, TARGETS
 
 DATA_URI = re.compile(r"data:image/png;base64,[A-Za-z0-9+/=]+")
 
@@ -65,13 +65,11 @@ def test_summary_json_and_csv(batch, batch_out):
     rows = list(csv.DictReader((batch_out / "summary.csv").open()))
     assert {r["target"] for r in rows} == set(TARGETS)
     assert all(r["latency_kind"] == "host CPU (not an NPU)" for r in rows)
-    if has_evaluate():
-        conds = {r["condition"] for r in rows if r["target"] == "imx93"}
-        assert {"daylight", "low-light", "overexposed", "motion-blur", "sensor-noise"} <= conds
-        assert all(r["fp32_accuracy"] and r["int8_accuracy"] for r in rows)
+    conds = {r["condition"] for r in rows if r["target"] == "imx93"}
+    assert {"daylight", "low-light", "overexposed", "motion-blur", "sensor-noise"} <= conds
+    assert all(r["fp32_accuracy"] and r["int8_accuracy"] for r in rows)
 
 
-@pytest.mark.skipif(STAGES is not None, reason="workbench.evaluate.accuracy has not landed")
 def test_accuracy_stage_reports_every_condition(batch, batch_out):
     summary = summarize_run(batch_out / "runs" / "session")
     for t in summary.targets:
@@ -139,7 +137,6 @@ def test_quality_gate_passes_and_fails_with_a_reason_per_violation(batch, batch_
     assert report.passed and len(report.notes) == 2
 
 
-@pytest.mark.skipif(STAGES is not None, reason="workbench.evaluate.accuracy has not landed")
 def test_quality_gate_accuracy_drop(batch, batch_out, tmp_path):
     summary = summarize_run(batch_out / "runs" / "session")
     gate = tmp_path / "acc.yaml"

@@ -7,11 +7,9 @@ import warnings
 
 import pytest
 
-pytest.importorskip("workbench.evaluate.accuracy")
-
-from workbench.calibration.experiment import CalibrationExperiment, compare_calibration_strategies  # noqa: E402
-from workbench.cli import main  # noqa: E402
-from workbench.errors import CalibrationError, WorkbenchWarning  # noqa: E402
+from workbench.calibration.experiment import CalibrationExperiment, compare_calibration_strategies
+from workbench.cli import main
+from workbench.errors import CalibrationError, WorkbenchWarning
 
 N = 120
 STRATEGIES = ("random", "stratified")
