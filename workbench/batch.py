@@ -329,9 +329,12 @@ class _Runner:
         start = time.perf_counter()
         error, cell = None, None
         try:
+            # The kernel's working folder goes through nbclient's `resources`, not papermill's `cwd`:
+            # papermill's `cwd` is a process-wide chdir, which races between the --jobs threads.
             papermill.execute_notebook(
                 str(self.notebooks / f"{stage}.ipynb"), str(output), parameters=params, kernel_name=self.kernel,
-                cwd=str(self.out_dir), progress_bar=False, log_output=False, execution_timeout=self.timeout)
+                resources={"metadata": {"path": str(self.out_dir)}}, progress_bar=False, log_output=False,
+                execution_timeout=self.timeout)
         except PapermillExecutionError as exc:
             error, cell = self.scrub.text(f"{exc.ename}: {exc.evalue}"), exc.exec_count
         except Exception as exc:  # a kernel that dies or cannot start: still a failed stage, not a crash

@@ -17,7 +17,19 @@ def batch_out(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def batch(batch_out, reference):
-    """``run_batch`` on imx8mp and imx93 (jobs=2) into a session folder."""
+def launch_dir(tmp_path_factory):
+    """An empty folder the session batch is started from: nothing may be written there."""
+    return tmp_path_factory.mktemp("launch")
+
+
+@pytest.fixture(scope="session")
+def batch(batch_out, launch_dir, reference):
+    """``run_batch`` on imx8mp and imx93 (jobs=2) into a session folder, started from ``launch_dir``."""
+    import os
     from workbench.batch import run_batch
-    return run_batch(TARGETS, out=batch_out, run_id="session", jobs=2, progress=False, **SMALL)
+    previous = os.getcwd()
+    os.chdir(launch_dir)
+    try:
+        return run_batch(TARGETS, out=batch_out, run_id="session", jobs=2, progress=False, **SMALL)
+    finally:
+        os.chdir(previous)

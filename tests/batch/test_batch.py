@@ -70,6 +70,14 @@ def test_summary_json_and_csv(batch, batch_out):
     assert all(r["fp32_accuracy"] and r["int8_accuracy"] for r in rows)
 
 
+def test_parallel_targets_write_only_into_the_output_folder(batch, batch_out, launch_dir):
+    """--jobs runs targets in threads: every kernel works in `out`, none in the launching folder."""
+    assert list(launch_dir.iterdir()) == []
+    for target in TARGETS:
+        saved = {p.stem for p in (batch_out / "runs" / "session" / target).glob("*.json")}
+        assert {"calibration", "quantize", "accuracy", "placement", "timing"} <= saved, (target, saved)
+
+
 def test_accuracy_stage_reports_every_condition(batch, batch_out):
     summary = summarize_run(batch_out / "runs" / "session")
     for t in summary.targets:
