@@ -22,7 +22,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import __version__
-from .._io import atomic_path, read_json, sha256_file, to_json
+from .._io import atomic_path, read_json, sha256_bytes, sha256_file, to_json
 from .._results import Result
 from ..errors import CalibrationError, ModelError, QuantizationError, WorkbenchWarning
 from .inspect import ModelInspection, QuantParams, inspect_model
@@ -282,7 +282,7 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
                                 + "; ".join(problems)
                                 + ". Exclude those ops with float fallback (--exclude), or change the model.")
     manifest = build_manifest(
-        file=f"model{ext}", sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), fmt=inspection.format,
+        file=f"model{ext}", sha256=sha256_bytes(data), size_bytes=len(data), fmt=inspection.format,
         recipe=rec.to_dict(), min_runtime=inspection.min_runtime,
         calibration={"id": calib.id, "hash": calib.hash, "strategy": calib.strategy, "n_samples": len(calib.x),
                      "sample_ids_sha256": hashlib.sha256("\0".join(calib.sample_ids).encode()).hexdigest()
