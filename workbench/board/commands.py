@@ -6,6 +6,19 @@ Only argparse at import time; the work is imported inside the handlers.
 from __future__ import annotations
 
 import argparse
+import math
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0 (``--timeout -5`` is refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds. Got {text!r} instead.") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds > 0. Got {text!r} "
+                                         "instead.")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,9 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bench.add_argument("--warmup", metavar="W", type=int, default=10,
                        help="warm-up invocations after the first inference (default 10)")
     bench.add_argument("--threads", metavar="T", type=int, default=None, help="CPU threads")
-    bench.add_argument("--connect-timeout", metavar="SECONDS", type=float, default=10.0,
+    bench.add_argument("--connect-timeout", metavar="SECONDS", type=_seconds, default=10.0,
                        help="SSH connect and handshake timeout (default 10)")
-    bench.add_argument("--timeout", metavar="SECONDS", type=float, default=900.0,
+    bench.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=900.0,
                        help="timeout of each remote command (default 900)")
     add_json_flag(bench)
     bench.set_defaults(func=_bench)

@@ -10,23 +10,35 @@ lines (driver counters, kernel ``dmesg``, TIM-VX warnings) interleaved.
 
 A field the text does not state is ``None`` (absent), never zero.  A log that
 reports a failure (model not found, delegate not loadable, delegate not
-applied) raises :class:`~workbench.errors.BenchmarkParseError` naming the line.
+applied, ``Benchmarking failed.``) raises
+:class:`~workbench.errors.BenchmarkParseError` naming the line, whatever else it
+contains; so does a figure that is not a finite number (``Inference (avg): nan``).
+
+Leniency where the board is right: ``Unconsumed cmdline flags: ...`` is a
+warning (benchmark_model goes on and runs), kept in ``unconsumed_flags`` and
+``log_warnings``; when the unconsumed flag was ``--external_delegate_path`` and no
+delegate line follows, ``ignored_delegate`` names the path (the run was CPU only).
+A log that starts mid-run (a tail cut from a console capture) is parsed for
+what it states; its stat lines are assigned to warm-up/regular runs by the
+summary line they agree with, else by position (``starts_mid_run`` is True).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Optional
 
 from .._results import Result
 from ..errors import BenchmarkParseError
+from ..vocab import ALL_NPU_CUSTOM_OPS
 
 # --- line prefixes ------------------------------------------------------------------------
 _LOGCAT = re.compile(r"^\d\d-\d\d \d\d:\d\d:\d\d\.\d+\s+\d+\s+\d+\s+[VDIWEF]\s+[^:]*?\s*:\s?")
 _LEVEL = re.compile(r"^(INFO|WARNING|ERROR|VERBOSE|DEBUG): ")
 
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
+_NUM = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[nN][aA][nN]|[iI][nN][fF](?:inity)?)"
 
 # --- failures (strings from benchmark_model / external_delegate sources) -------------------
 _FAILURES = (
@@ -42,11 +54,22 @@ _FAILURES = (
      "look at the delegate's messages above this line; the model may use ops the delegate rejects"),
     (re.compile(r"Please specify the name of your TF Lite input file with --graph"),
      "no model was given", "pass --graph=MODEL"),
-    (re.compile(r"Unconsumed cmdline flags: ?(?P<what>.*)"), "benchmark_model rejected flags",
-     "this benchmark_model build does not know these flags; drop them or use a newer build"),
     (re.compile(r"Disallowed CPU fallback detected"), "part of the graph fell back to the CPU",
      "--require_full_delegation=true was set; remove it to time a partially delegated graph"),
+    # benchmark_main.cc: printed when Run() returns an error, whatever was printed before it
+    (re.compile(r"^Benchmarking failed\.?"), "benchmark_model reports that benchmarking failed",
+     "look at the lines above it (delegate, model or input errors); no figure of this log is a "
+     "measurement"),
 )
+
+#: benchmark_model's warning for flags this build does not know; the run goes on (real i.MX logs)
+_UNCONSUMED = re.compile(r"Unconsumed cmdline flags: ?(?P<flags>.*)")
+#: lines benchmark_model prints before the first run (flag echo, model load, delegate set-up)
+_BEGINNING = re.compile(r"^(?:STARTING!|Log parameter values verbosely|Graph: \[|Loaded model |"
+                        r"The input model file size|Initialized session in|Going to apply |"
+                        r"EXTERNAL delegate created)|Explicitly applied |delegate is explicitly "
+                        r"applied|nodes delegated out of|Replacing \d+ out of")
+_DELEGATE_PATH_FLAG = re.compile(r"^--?external_delegate_path=(?P<path>.*)$")
 
 _DELEGATE_APPLIED = re.compile(
     r"Explicitly applied (?P<name>\S+) delegate, and the model graph will be "
@@ -163,6 +186,10 @@ class BenchmarkLog(Result):
     init_op_summary: tuple[OpTypeSummary, ...] = ()
     nodes_executed: Optional[int] = None
     messages: tuple[str, ...] = ()            # WARNING:/ERROR: lines that did not end the run
+    unconsumed_flags: tuple[str, ...] = ()    # flags this benchmark_model build did not know
+    ignored_delegate: Optional[str] = None    # delegate path among them, no delegate line after it
+    log_warnings: tuple[str, ...] = ()        # what the parser wants a reader to know
+    starts_mid_run: bool = False              # a tail: the log's beginning is not in the text
 
     # --- derived ------------------------------------------------------------------------
     @property
@@ -200,6 +227,12 @@ class BenchmarkLog(Result):
             elif d.kernels is not None:
                 detail += f", {d.kernels} kernel(s)"
             parts.append(f"{d.name} delegate {detail}")
+        if self.starts_mid_run:
+            parts.append("log starts mid-run")
+        if self.unconsumed_flags:
+            parts.append("unconsumed flags " + " ".join(self.unconsumed_flags))
+        if self.ignored_delegate:
+            parts.append(f"delegate {self.ignored_delegate} NOT applied (CPU only)")
         return "benchmark_model log: " + ("; ".join(parts) if parts else "no timings stated")
 
     def _repr_html_(self) -> str:
@@ -219,6 +252,8 @@ class BenchmarkLog(Result):
             out.append(display.table(("node type", "count", "avg ms"),
                                      [(o.node_type, o.count, _dash(o.avg_ms)) for o in self.op_summary],
                                      caption="summary by node type (regular runs)"))
+        for text in self.log_warnings:
+            out.append(display.paragraph("warning: " + text))
         return "".join(out)
 
 
@@ -236,7 +271,7 @@ def is_npu_kernel(node_type: str) -> bool:
     low = node_type.lower()
     if is_cpu_delegate(low):
         return False
-    return "delegate" in low or low in ("ethos-u", "neutrongraph", "neutronop", "vsi-npu")
+    return "delegate" in low or low in {op.lower() for op in ALL_NPU_CUSTOM_OPS}
 
 
 def clean_line(raw: str) -> tuple[str, Optional[str]]:
@@ -254,8 +289,15 @@ def clean_line(raw: str) -> tuple[str, Optional[str]]:
     return stripped.strip(), level
 
 
+class _NotFinite(ValueError):
+    """A figure of the log is nan or inf (caught and reported with the line)."""
+
+
 def _num(text: str) -> float:
-    return float(text)
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
 
 
 def _parse_stat(text: str) -> RunStats:
@@ -264,7 +306,7 @@ def _parse_stat(text: str) -> RunStats:
     for key in ("first", "curr", "min", "max", "avg", "std", "p5", "median", "p95"):
         if key in values:
             kwargs[key] = _num(values[key])
-    count = int(values["count"]) if "count" in values else 0
+    count = int(_num(values["count"])) if "count" in values else 0
     return RunStats(count=count, all_same="(all same)" in text, **kwargs)
 
 
@@ -295,9 +337,10 @@ def _opt_float(cells: dict[str, str], key: str) -> Optional[float]:
         return None
     value = value.rstrip("%")
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         return None
+    return number if math.isfinite(number) else None   # a profile cell, not a timing
 
 
 def _opt_int(cells: dict[str, str], key: str) -> Optional[int]:
@@ -309,8 +352,9 @@ def parse_benchmark_output(text: str, *, source: str = "benchmark_model output")
     """Parse the stdout+stderr of ``benchmark_model`` into a :class:`BenchmarkLog`.
 
     ``source`` names the log in error messages (a file name or a board).
-    Raises :class:`BenchmarkParseError` when the log reports a failure or holds
-    nothing a benchmark run prints.
+    Raises :class:`BenchmarkParseError` when the log reports a failure (anywhere in
+    it), states a figure that is not a finite number, or holds nothing a benchmark
+    run prints.
     """
     if not isinstance(text, str):
         raise BenchmarkParseError(f"`text` must be a str. Got {type(text).__name__} instead.")
@@ -320,17 +364,21 @@ def parse_benchmark_output(text: str, *, source: str = "benchmark_model output")
     op_summary: list[OpTypeSummary] = []
     init_summary: list[OpTypeSummary] = []
     op_profile: list[OpRow] = []
-    phase = 0               # 1 = warm-up, 2 = regular runs (from "Running benchmark for ...")
+    stats: list[tuple[int, RunStats]] = []     # (phase markers seen before it, stat line)
+    unconsumed: list[str] = []
+    delegate_flag: Optional[str] = None
+    delegate_line_after_flag = False
+    started = False        # the log's beginning is in the text (STARTING!, the flag echo)
+    phase = 0               # "Running benchmark for ..." lines seen
     section = None          # None | "init" | "regular" (op profiling)
     table = None            # "Run Order" | "Summary by node type" | other
     header: list[str] | None = None
     recognised = False
 
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line, level = clean_line(raw)
-        if not line:
-            table, header = None, None
-            continue
+    lines = text.splitlines()
+    # a failure anywhere makes the whole log a failure, whatever else it states
+    for number, raw in enumerate(lines, start=1):
+        line, _ = clean_line(raw)
         for pattern, what, todo in _FAILURES:
             m = pattern.search(line)
             if m:
@@ -338,71 +386,38 @@ def parse_benchmark_output(text: str, *, source: str = "benchmark_model output")
                 raise BenchmarkParseError(
                     f"{source} reports a failure at line {number}: {what}"
                     + (f" ({detail.strip()})" if detail else "") + f": {line!r}. Next: {todo}.")
-        # delegate lines (may appear anywhere, also with foreign text before them)
-        m = _DELEGATE_APPLIED.search(line)
-        if m:
-            recognised = True
-            if m.group("complete"):
-                delegates.append(DelegateInfo(m.group("name"), "complete", 1, line=line))
-            else:
-                delegates.append(DelegateInfo(m.group("name"), "partial", int(m.group("kernels")),
-                                              line=line))
+
+    for number, raw in enumerate(lines, start=1):
+        line, level = clean_line(raw)
+        if not line:
+            table, header = None, None
             continue
-        m = _DELEGATE_NOT_USED.search(line)
-        if m:
-            recognised = True
-            delegates.append(DelegateInfo(m.group("name"), "none", 0, line=line))
-            continue
-        m = _NODES_DELEGATED.search(line) or _REPLACING.search(line)
-        if m:
-            recognised = True
-            n, total = int(m.group("n")), int(m.group("m"))
-            k = int(m.group("k")) if m.group("k") is not None else None
-            coverage = "none" if n == 0 else ("complete" if n == total else "partial")
-            delegates.append(DelegateInfo(m.group("name"), coverage, k, n, total, line=line))
-            continue
-        m = _TIMINGS.match(line)
-        if m:
-            recognised = True
-            fields.update(_parse_timings(m.group("rest")))
-            continue
-        m = _RUNNING.match(line)
-        if m:
-            recognised = True
+        try:
+            if _parse_line(line, level, fields, delegates, messages, stats, phase, section):
+                recognised = True
+        except _NotFinite as exc:
+            raise BenchmarkParseError(
+                f"{source} states a figure that is not a finite number ({exc}) at line {number}: "
+                f"{line!r}. A NaN or infinite timing is not a measurement. Next: re-run the "
+                "benchmark; check the board's clock and the tool's build.") from None
+        if fields.pop("_delegate_seen", False) and delegate_flag is not None:
+            delegate_line_after_flag = True
+        if fields.pop("_phase", False):
             phase += 1
             continue
-        if _STAT.match(line) and section is None:
-            recognised = True
-            stats = _parse_stat(line)
-            # benchmark_model prints the warm-up stat line before the regular one
-            if phase == 1 or (phase == 0 and "warmup" not in fields):
-                fields["warmup"] = stats
-            else:
-                fields["inference"] = stats
+        if _BEGINNING.search(line):
+            started = True       # printed before any run: the log covers the start of the runs
+        if line.startswith("STARTING!"):
             continue
-        m = _SESSION.match(line)
+        m = _UNCONSUMED.search(line)
         if m:
             recognised = True
-            fields["initialized_session_ms"] = _num(m.group("ms"))
-            continue
-        m = _MODEL_SIZE.match(line)
-        if m:
-            fields["model_size_mb"] = _num(m.group("mb"))
-            continue
-        m = _MEM.match(line)
-        if m:
-            fields["memory_init_mb"] = _num(m.group("init"))
-            fields["memory_overall_mb"] = _num(m.group("overall"))
-            fields["memory_kind"] = "peak" if line.startswith("Peak") else "delta"
-            continue
-        m = _PEAK.match(line)
-        if m:
-            fields["peak_memory_mb"] = _num(m.group("mb"))
-            continue
-        m = _ECHO.match(line)
-        if m:
-            key = "graph" if m.group("key") == "Graph" else "external_delegate_path"
-            fields[key] = m.group("value")
+            flags = m.group("flags").split()
+            unconsumed.extend(flags)
+            for flag in flags:
+                fm = _DELEGATE_PATH_FLAG.match(flag)
+                if fm:
+                    delegate_flag, delegate_line_after_flag = fm.group("path"), False
             continue
         if line.startswith("Profiling Info for Benchmark Initialization"):
             recognised, section, table, header = True, "init", None, None
@@ -431,16 +446,140 @@ def parse_benchmark_output(text: str, *, source: str = "benchmark_model output")
                     _add_row(section, table, row, op_summary, init_summary, op_profile)
                     continue
                 table, header = None, None
-        if level in ("WARNING", "ERROR"):
-            messages.append(f"{level}: {line}")
 
     if not recognised and not fields:
         raise BenchmarkParseError(
             f"{source} holds no benchmark_model output (no timings, stat lines or delegate lines "
             "were found). Next: check that the file is the tool's stdout+stderr, captured with 2>&1.")
+    notes: list[str] = []
+    mid_run = not started
+    _assign_stats(stats, fields, mid_run=mid_run, notes=notes)
+    if mid_run and (stats or "inference_avg_us" in fields):
+        notes.append("the log starts mid-run (no line printed before the first run): only what "
+                     "the tail states is reported")
+    ignored = None
+    if unconsumed:
+        notes.append("benchmark_model did not know these flags and ignored them: "
+                     + " ".join(unconsumed))
+        if delegate_flag is not None and not delegate_line_after_flag:
+            ignored = delegate_flag
+            notes.append(f"the delegate flag --external_delegate_path={delegate_flag} was not "
+                         "consumed and no delegate line follows: the delegate was NOT applied and "
+                         "this run is CPU only. Next: use a benchmark_model built with the external "
+                         "delegate provider (NXP BSP: /usr/bin/tensorflow-lite-*/examples/)")
     return BenchmarkLog(delegates=tuple(delegates), op_summary=tuple(op_summary),
                         init_op_summary=tuple(init_summary), op_profile=tuple(op_profile),
-                        messages=tuple(messages), **fields)
+                        messages=tuple(messages), unconsumed_flags=tuple(unconsumed),
+                        ignored_delegate=ignored, log_warnings=tuple(notes),
+                        starts_mid_run=mid_run, **fields)
+
+
+def _parse_line(line: str, level: Optional[str], fields: dict, delegates: list, messages: list,
+                stats: list, phase: int, section: Optional[str]) -> bool:
+    """One line outside the op-profiling tables; returns True when it is benchmark output.
+
+    Sets ``fields['_phase']`` for a "Running benchmark" line and ``fields['_delegate_seen']``
+    for a delegate line (popped by the caller).
+    """
+    m = _DELEGATE_APPLIED.search(line)
+    if m:
+        if m.group("complete"):
+            delegates.append(DelegateInfo(m.group("name"), "complete", 1, line=line))
+        else:
+            delegates.append(DelegateInfo(m.group("name"), "partial", int(m.group("kernels")),
+                                          line=line))
+        fields["_delegate_seen"] = not is_cpu_delegate(m.group("name"))
+        return True
+    m = _DELEGATE_NOT_USED.search(line)
+    if m:
+        delegates.append(DelegateInfo(m.group("name"), "none", 0, line=line))
+        fields["_delegate_seen"] = not is_cpu_delegate(m.group("name"))
+        return True
+    m = _NODES_DELEGATED.search(line) or _REPLACING.search(line)
+    if m:
+        n, total = int(m.group("n")), int(m.group("m"))
+        k = int(m.group("k")) if m.group("k") is not None else None
+        coverage = "none" if n == 0 else ("complete" if n == total else "partial")
+        delegates.append(DelegateInfo(m.group("name"), coverage, k, n, total, line=line))
+        fields["_delegate_seen"] = not is_cpu_delegate(m.group("name"))
+        return True
+    m = _TIMINGS.match(line)
+    if m:
+        fields.update(_parse_timings(m.group("rest")))
+        return True
+    if _RUNNING.match(line):
+        fields["_phase"] = True
+        return True
+    if _STAT.match(line) and section is None:
+        stats.append((phase, _parse_stat(line)))
+        return True
+    m = _SESSION.match(line)
+    if m:
+        fields["initialized_session_ms"] = _num(m.group("ms"))
+        return True
+    m = _MODEL_SIZE.match(line)
+    if m:
+        fields["model_size_mb"] = _num(m.group("mb"))
+        return False
+    m = _MEM.match(line)
+    if m:
+        fields["memory_init_mb"] = _num(m.group("init"))
+        fields["memory_overall_mb"] = _num(m.group("overall"))
+        fields["memory_kind"] = "peak" if line.startswith("Peak") else "delta"
+        return False
+    m = _PEAK.match(line)
+    if m:
+        fields["peak_memory_mb"] = _num(m.group("mb"))
+        return False
+    m = _ECHO.match(line)
+    if m:
+        key = "graph" if m.group("key") == "Graph" else "external_delegate_path"
+        fields[key] = m.group("value")
+        return False
+    if level in ("WARNING", "ERROR") and not _UNCONSUMED.search(line):
+        messages.append(f"{level}: {line}")
+    return False
+
+
+def _close(a: Optional[float], b: Optional[float]) -> bool:
+    """Equal as printed: the summary line rounds to 6 significant digits."""
+    return a is not None and b is not None and abs(a - b) <= 1e-5 * max(abs(a), abs(b), 1.0)
+
+
+def _assign_stats(stats: list[tuple[int, RunStats]], fields: dict, *, mid_run: bool,
+                  notes: list[str]) -> None:
+    """Which top-level stat line is the warm-up and which the regular runs.
+
+    A complete log has two "Running benchmark" markers (warm-up, then regular runs).
+    A tail may have lost the first marker, so the summary line decides when it states
+    ``Inference (avg)``: the last stat line whose ``avg`` (or, all same, ``curr``) equals
+    it is the regular runs, the one before it the warm-up.  Without a summary, a tail's
+    last stat line is taken as the regular runs (said in ``log_warnings``).
+    """
+    if not stats:
+        return
+    target = fields.get("inference_avg_us")
+    if target is not None:
+        for i in range(len(stats) - 1, -1, -1):
+            st = stats[i][1]
+            stated = st.avg if st.avg is not None else st.curr
+            if _close(stated, target):
+                fields["inference"] = st
+                if i > 0:
+                    fields["warmup"] = stats[i - 1][1]
+                return
+    if not mid_run:
+        for phase, st in stats:
+            if phase <= 1 and "warmup" not in fields and "inference" not in fields:
+                fields["warmup"] = st
+            else:
+                fields["inference"] = st
+        return
+    fields["inference"] = stats[-1][1]
+    if len(stats) > 1:
+        fields["warmup"] = stats[-2][1]
+    notes.append("the tail states no summary line to match its stat lines against: the last "
+                 "count= line is taken as the regular runs")
 
 
 def _add_row(section: str, table: str, row: dict[str, str], op_summary: list,
