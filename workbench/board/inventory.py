@@ -25,8 +25,8 @@ from typing import Any, Optional
 
 from .._results import Result
 from ..errors import BoardError
+from ..vocab import TARGETS
 
-TARGETS = ("imx8mp", "imx93", "imx95")
 DEFAULT_FILE = "boards.yaml"
 DEFAULT_WORKDIR = "/tmp/npu-workbench"
 DEFAULT_PYTHON = "python3"

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import BoardError, HostKeyError
+from ..vocab import HOST_CPU_LABEL
 from .inventory import parse_destination
 
 SSH = "ssh"
@@ -228,7 +229,7 @@ def host_fingerprints(host: str, port: int, *, timeout: float = 5.0) -> list[str
 class LocalTransport:
     """The same ``run`` interface on this machine (no shell, no network), for ``--local``."""
 
-    label = "host CPU (not an NPU)"
+    label = HOST_CPU_LABEL
 
     def __init__(self, *, command_timeout: float = 600.0):
         self.command_timeout = float(command_timeout)

@@ -22,11 +22,12 @@ from .._io import sha256_file
 from .._results import Result
 from .._validation import check_choice, check_positive_int
 from ..errors import BoardError, ModelError, WorkbenchWarning
+from ..vocab import HOST_CPU_LABEL
 from .deploy import BoardFingerprint
 from .parse import BenchmarkLog
 from .stats import LatencyStats
 
-HOST_CPU = "host CPU (not an NPU)"
+HOST_CPU = HOST_CPU_LABEL
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-STRATEGIES = ("random", "stratified", "coverage")
+from ..vocab import STRATEGIES
 
 
 def _weights(text: str) -> dict[str, float]:

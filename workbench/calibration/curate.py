@@ -33,8 +33,8 @@ from .._io import atomic_write_json, read_json, stable_hash
 from .._results import Result
 from .._validation import check_choice, check_positive_int
 from ..errors import CalibrationError, WorkbenchWarning
+from ..vocab import STRATEGIES
 
-STRATEGIES = ("random", "stratified", "coverage")
 RECOMMENDED_MIN = 200          # 200-1000 samples is the usual advice for MinMax calibration
 UNDER_REPRESENTED = 0.5        # a condition below half its target share is under-represented
 FORMAT_VERSION = 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-RECIPE_NAMES = ("a8w8_pc", "a8w8_pt", "a16w8_pc")
+from ..vocab import RECIPES as RECIPE_NAMES
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -10,9 +10,8 @@ returns them all.  The tables are plain data; placement analysis lives in
 from __future__ import annotations
 
 from ..errors import TargetError
+from ..vocab import TARGETS as TARGET_IDS
 from ._constraints import Constraint, Finding, ModelCheck, Reason, Target
-
-TARGET_IDS = ("imx8mp", "imx93", "imx95")
 
 __all__ = ["Constraint", "Finding", "ModelCheck", "Reason", "Target", "TARGET_IDS",
            "get_target", "list_targets"]

@@ -10,6 +10,7 @@ from this table (the delegate is not available off the board).
 from __future__ import annotations
 
 from ..models.tflite_graph import OpInfo, TFLiteGraph
+from ..vocab import NPU_CUSTOM_OPS
 from ._constraints import (
     Constraint, ModelCheck, Target, activations, check_dynamic_shapes, check_full_integer, first,
     label, ops_set, tensor_at,
@@ -35,7 +36,7 @@ SUPPORTED_OPS = ops_set(
     "SPLIT_V", "REVERSE_V2", "ADD_N", "GATHER_ND", "ELU", "QUANTIZE", "HARD_SWISH", "SCATTER_ND",
     "SELECT_V2", "BATCH_MATMUL", "BROADCAST_TO", "CONV_3D", "GELU",
 )
-CUSTOM_NPU_OPS = frozenset({"vsi-npu"})     # a precompiled NBG graph
+CUSTOM_NPU_OPS = NPU_CUSTOM_OPS["imx8mp"]     # a precompiled NBG graph
 
 MAX_RANK = 6
 MAX_DIM = 65535

@@ -11,6 +11,7 @@ are used for the generated docs and for a quick prediction without Vela
 from __future__ import annotations
 
 from ..models.tflite_graph import OpInfo, TFLiteGraph
+from ..vocab import NPU_CUSTOM_OPS
 from ._constraints import (
     Constraint, ModelCheck, Target, activations, check_dynamic_shapes, check_full_integer, first,
     label, ops_set, tensor_at,
@@ -35,7 +36,7 @@ SUPPORTED_OPS = ops_set(
     "STRIDED_SLICE", "SUB", "SUM", "TANH", "TILE", "TRANSPOSE", "TRANSPOSE_CONV",
     "UNIDIRECTIONAL_SEQUENCE_LSTM", "UNPACK",
 )
-CUSTOM_NPU_OPS = frozenset({"ethos-u"})
+CUSTOM_NPU_OPS = NPU_CUSTOM_OPS["imx93"]
 FM_DTYPES = ("INT16", "INT32", "INT64", "INT8", "UINT8")
 NO_QUANT_OK = ops_set("ARG_MAX", "EXPAND_DIMS", "MIRROR_PAD", "PAD", "PADV2", "QUANTIZE", "TRANSPOSE")
 PER_AXIS_OK = ops_set("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from ..models.tflite_graph import OpInfo, TFLiteGraph
+from ..vocab import NPU_CUSTOM_OPS
 from ._constraints import (
     Constraint, ModelCheck, Target, activations, check_dynamic_shapes, check_full_integer, first,
     label, ops_set, tensor_at,
@@ -36,7 +37,7 @@ DELEGATE_ONLY_OPS = ops_set(
     "MINIMUM", "PACK", "QUANTIZE", "RSQRT", "SHAPE", "SLICE", "SOFTMAX", "SPACE_TO_BATCH_ND", "SPLIT",
     "SPLIT_V", "SQUARED_DIFFERENCE", "SQUEEZE", "STRIDED_SLICE", "TRANSPOSE", "UNPACK",
 )
-CUSTOM_NPU_OPS = frozenset({"NeutronGraph", "NeutronOp"})
+CUSTOM_NPU_OPS = NPU_CUSTOM_OPS["imx95"]
 TENSOR_DTYPES = ("UINT8", "INT8", "INT16", "INT32", "INT64")
 WEIGHT_OPS = ops_set("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
 CONV_OPS = ops_set("CONV_2D", "DEPTHWISE_CONV_2D")
