@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,13 +24,40 @@ def check_choice(name: str, value: Any, choices: Iterable[Any],
     raise error(f"`{name}` must be one of {listed}. Got {value!r} instead.")
 
 
+def check_finite(name: str, value: Any, error: type[Exception] = WorkbenchError) -> float:
+    """Return ``value`` as a float if it is a finite real number (not NaN, not +-inf, not a bool).
+
+    A NaN limit compares false with everything, so a gate with ``max_drop=nan``
+    would pass every model: every limit goes through here.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not _is_real(value):
+        raise error(f"`{name}` must be a finite number. Got {value!r} instead.")
+    number = float(value)
+    if not math.isfinite(number):
+        raise error(f"`{name}` must be a finite number. Got {value!r} instead.")
+    return number
+
+
+def _is_real(value: Any) -> bool:
+    """numpy scalars and other real numbers, without importing numpy."""
+    import numbers
+    return isinstance(value, numbers.Real)
+
+
 def check_range(name: str, value: float, low: float | None = None, high: float | None = None,
-                error: type[Exception] = WorkbenchError) -> float:
-    """Return ``value`` if ``low <= value <= high`` (either bound may be None)."""
-    if (low is not None and value < low) or (high is not None and value > high):
-        lo = "-inf" if low is None else repr(low)
-        hi = "inf" if high is None else repr(high)
-        raise error(f"`{name}` must be in [{lo}, {hi}]. Got {value!r} instead.")
+                error: type[Exception] = WorkbenchError, *, low_open: bool = False,
+                high_open: bool = False) -> float:
+    """Return ``value`` if it is finite and ``low <= value <= high`` (either bound may be None).
+
+    ``low_open`` / ``high_open`` exclude the bound itself.  NaN and infinities are refused.
+    """
+    check_finite(name, value, error)
+    below = low is not None and (value <= low if low_open else value < low)
+    above = high is not None and (value >= high if high_open else value > high)
+    if below or above:
+        lo = "(-inf" if low is None else ("(" if low_open else "[") + repr(low)
+        hi = "inf)" if high is None else repr(high) + (")" if high_open else "]")
+        raise error(f"`{name}` must be in {lo}, {hi}. Got {value!r} instead.")
     return value
 
 

@@ -52,6 +52,10 @@ class BenchmarkParseError(WorkbenchError, ValueError):
     """``benchmark_model`` output reports a failure or cannot be read."""
 
 
+class OutputPathError(WorkbenchError, ValueError):
+    """An output path is a folder, device, FIFO, socket or link, or cannot be written (disk full)."""
+
+
 class BatchError(WorkbenchError):
     """A papermill batch could not be set up or run."""
 

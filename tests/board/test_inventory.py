@@ -87,3 +87,20 @@ def test_parse_destination_forms():
     assert (d.user, d.host, d.port) == ("root", "10.0.0.2", 2222)
     assert parse_destination("root@[::1]:22").host == "::1"
     assert str(d) == "root@10.0.0.2:2222"
+
+
+@pytest.mark.parametrize("key,value,phrase", [
+    ("destination", "$(reboot)", "is not an SSH destination"),
+    ("destination", "root@host;id", "is not an SSH destination"),
+    ("destination", "-oProxyCommand=id", "is not an SSH destination"),
+    ("python", "-c import os", "must be a path, not an option"),
+    ("ssh_config", "-F/etc/passwd", "must be a path, not an option"),
+    ("workdir", "/tmp/x\nrm -rf /", "must be a path, not an option or a line break"),
+])
+def test_hostile_inventory_values_are_refused(tmp_path, key, value, phrase):
+    import yaml
+    entry = {"destination": "root@10.0.0.2", "target": "imx8mp", key: value}
+    path = tmp_path / "boards.yaml"
+    path.write_text(yaml.safe_dump({"boards": {"evk": entry}}))
+    with pytest.raises(BoardError, match=phrase):
+        load_boards(path)

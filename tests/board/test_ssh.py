@@ -119,3 +119,35 @@ def test_bad_destination_is_rejected():
         SSHTransport("root@host:99999")
     with pytest.raises(BoardError, match="is not an SSH destination"):
         SSHTransport("-oProxyCommand=evil")
+
+
+def _running(pattern: str) -> bool:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
+
+
+def test_timed_out_remote_command_is_killed_on_the_board(sshd, ssh_config):
+    # the loopback sshd's "board" is this machine, so the remote processes are visible here
+    import time
+    t = SSHTransport("board", ssh_config=ssh_config, connect_timeout=2)
+    with pytest.raises(BoardError, match="killed on the board"):
+        t.run(["sh", "-c", "sleep 41.25; sleep 42.25"], timeout=1)
+    deadline = time.monotonic() + 5
+    while _running("sleep 41.25") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running("sleep 41.25") and not _running("sleep 42.25")
+
+
+@pytest.mark.parametrize("destination", [
+    "-oProxyCommand=touch${IFS}/tmp/pwned", "$(touch /tmp/pwned)", "`id`", "host;id", "host|id",
+    "host&id", "ho st", "-luser@host", "user@-host", "us$er@host", "'host'", "host>x", "%h"])
+def test_hostile_destinations_are_refused_before_ssh_runs(destination):
+    with pytest.raises(BoardError, match="is not an SSH destination"):
+        SSHTransport(destination)
+
+
+@pytest.mark.parametrize("value", [-5, 0, float("nan"), float("inf")])
+def test_timeouts_must_be_finite_and_positive(value):
+    with pytest.raises(BoardError, match="`command_timeout` must be"):
+        SSHTransport("board", command_timeout=value)
+    with pytest.raises(BoardError, match="`connect_timeout`"):
+        SSHTransport("board", connect_timeout=value)

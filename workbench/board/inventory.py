@@ -13,6 +13,13 @@ Example (see ``boards.example.yaml`` at the project root)::
 
 Secrets never live here: authentication is by key or agent through the OpenSSH
 configuration.  Keys such as ``password`` are refused.
+
+Trust: ``boards.yaml`` and the ``ssh_config`` it names are trusted like code.  An
+OpenSSH config can run local commands (``ProxyCommand``, ``LocalCommand``,
+``Match exec``), and ``python``/``benchmark_model`` name programs run on the
+board.  Use only inventories and SSH configs you wrote or reviewed (see
+docs/security.md).  The workbench still refuses destinations and paths that
+could be read as options or shell code.
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ _SECRET_WORDS = ("password", "passphrase", "secret", "token", "private_key")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _DEST = re.compile(r"^(?:(?P<user>[^@\s:]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^@\s:\[\]]+)"
                    r"(?::(?P<port>[^:]*))?$")
+#: an allow-list, not a deny-list: user names and host names/aliases/IPv4 are letters, digits,
+#: '.', '_' and '-' (never first); IPv6 is hex, ':' and '.'.  No shell or ssh metacharacter
+#: ($, backtick, ;, |, &, quotes, whitespace, %, -option) can reach ssh or a shell.
+_SAFE_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_SAFE_HOST = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}|[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?)$")
 
 
 @dataclass(frozen=True)
@@ -57,15 +69,20 @@ class Destination:
         return f"{text}:{self.port}" if self.port else text
 
 
+_CONTROL = tuple(chr(c) for c in range(32)) + ("\x7f",)
+
+
 def parse_destination(text: str, *, where: str = "destination") -> Destination:
     """``alias``, ``host``, ``user@host`` or ``user@host:port`` (``[v6addr]:port``)."""
     if not isinstance(text, str) or not text.strip():
         raise BoardError(f"{where}: the SSH destination must be a non-empty string such as "
                          f"'root@192.168.1.20' or an alias from ~/.ssh/config. Got {text!r} instead.")
     m = _DEST.match(text.strip())
-    if not m or m.group("host").startswith("-"):
+    if (not m or not _SAFE_HOST.match(m.group("host").strip("[]"))
+            or (m.group("user") is not None and not _SAFE_USER.match(m.group("user")))):
         raise BoardError(f"{where}: {text!r} is not an SSH destination. Expected an alias from "
-                         "your OpenSSH config or user@host[:port].")
+                         "your OpenSSH config or user@host[:port]: letters, digits, '.', '_' and '-' "
+                         "(not first), never spaces, quotes, '$', backticks, ';' or other shell characters.")
     port = None
     if m.group("port") is not None:
         if not m.group("port").isdigit() or not 0 < int(m.group("port")) < 65536:
@@ -125,10 +142,10 @@ def _check_board(name: Any, entry: Any, source: str) -> Board:
     if target not in TARGETS:
         listed = ", ".join(repr(t) for t in TARGETS)
         raise BoardError(f"{where}: `target` must be one of {listed}. Got {target!r} instead.")
-    for key in ("delegate", "benchmark_model", "workdir"):
+    for key in ("delegate", "benchmark_model", "workdir", "python", "ssh_config", "known_hosts"):
         value = entry.get(key)
-        if value and value.startswith("-"):
-            raise BoardError(f"{where}: `{key}` must be a path, not an option. Got {value!r}.")
+        if value and (value.startswith("-") or any(c in value for c in _CONTROL)):
+            raise BoardError(f"{where}: `{key}` must be a path, not an option or a line break. Got {value!r}.")
     workdir = entry.get("workdir") or DEFAULT_WORKDIR
     return Board(name=name, destination=entry["destination"].strip(), target=target,
                  delegate=entry.get("delegate") or None,

@@ -18,14 +18,17 @@ reads, stores or returns keys or passwords.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import shutil
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+from .._validation import check_range
 from ..errors import BoardError, HostKeyError
 from ..vocab import HOST_CPU_LABEL
 from .inventory import parse_destination
@@ -49,6 +52,24 @@ def quote_argv(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(os.fspath(a)) for a in argv)
 
 
+def check_timeout(name: str, value: float) -> float:
+    """A timeout in seconds: finite and > 0 (``--timeout -5`` or ``nan`` is refused, not reinterpreted)."""
+    return float(check_range(name, value, 0.0, None, error=BoardError, low_open=True))
+
+
+def remote_bounded(command: str, seconds: float) -> str:
+    """``command`` for the board's POSIX shell, killed there after ``seconds``.
+
+    GNU ``timeout`` signals its whole process group; busybox ``timeout`` the
+    program (``sh -c`` execs a simple command, so that is the program itself).
+    Boards without ``timeout`` run the command unbounded (the local limit still applies).
+    """
+    n = max(1, math.ceil(seconds))
+    quoted = shlex.quote(command)
+    return (f"if command -v timeout >/dev/null 2>&1; then timeout -s KILL {n} sh -c {quoted}; "
+            f"else exec sh -c {quoted}; fi")
+
+
 def tail(text: str, limit: int = TAIL_CHARS) -> str:
     text = text.strip()
     return text if len(text) <= limit else "..." + text[-limit:]
@@ -68,6 +89,9 @@ class SSHTransport:
     ``destination`` is an alias from the OpenSSH config or ``user@host[:port]``;
     ``ssh_config`` replaces ``~/.ssh/config`` (``ssh -F``); ``known_hosts`` replaces
     the known-hosts files (``UserKnownHostsFile``).
+
+    ``ssh_config`` is trusted like code: ``ProxyCommand``, ``LocalCommand`` and
+    ``Match exec`` in it run on this machine.  Pass only a file you wrote or reviewed.
     """
 
     def __init__(self, destination: str, *, ssh_config: str | os.PathLike | None = None,
@@ -80,8 +104,8 @@ class SSHTransport:
             raise BoardError(f"SSH config file {self.ssh_config!r} does not exist. Next: pass an "
                              "existing file with --ssh-config, or leave it out to use ~/.ssh/config.")
         self.known_hosts = os.fspath(known_hosts) if known_hosts else None
-        self.connect_timeout = float(connect_timeout)
-        self.command_timeout = float(command_timeout)
+        self.connect_timeout = check_timeout("connect_timeout", connect_timeout)
+        self.command_timeout = check_timeout("command_timeout", command_timeout)
         self.label = label or str(self.dest)
 
     # --- command lines -------------------------------------------------------------------
@@ -116,17 +140,25 @@ class SSHTransport:
     def run_shell(self, command: str, *, timeout: float | None = None, check: bool = True,
                   stdin: bytes | None = None, argv: tuple[str, ...] | None = None) -> RemoteResult:
         """Run a remote shell command line.  Callers quote every value with :func:`shlex.quote`."""
-        limit = (self.command_timeout if timeout is None else float(timeout)) + self.connect_timeout
+        seconds = check_timeout("timeout", self.command_timeout if timeout is None else timeout)
+        # The board enforces the limit itself (`timeout -s KILL`, GNU or busybox): a local ssh that
+        # is stopped does not stop the remote program, which would keep the NPU busy.
+        limit = seconds + self.connect_timeout + 5
+        started = time.monotonic()
         try:
-            proc = subprocess.run(self.ssh_argv(command), input=stdin,
+            proc = subprocess.run(self.ssh_argv(remote_bounded(command, seconds)), input=stdin,
                                   stdin=None if stdin is not None else subprocess.DEVNULL,
                                   capture_output=True, timeout=limit)
         except subprocess.TimeoutExpired:
-            raise BoardError(f"{self.label}: the remote command did not finish within {limit:.0f} s "
+            raise BoardError(f"{self.label}: the remote command did not finish within {seconds:g} s "
                              f"and was stopped: {tail(command, 200)}. Next: raise the command "
                              "timeout, or check the board is not hung.") from None
         out = proc.stdout.decode("utf-8", errors="replace")
         err = proc.stderr.decode("utf-8", errors="replace")
+        if proc.returncode in (124, 137) and time.monotonic() - started >= seconds:
+            raise BoardError(f"{self.label}: the remote command did not finish within {seconds:g} s "
+                             f"and was killed on the board: {tail(command, 200)}. Next: raise the "
+                             "command timeout, or check the board is not hung.")
         result = RemoteResult(argv or (command,), proc.returncode, out, err)
         if proc.returncode == 255:
             self._raise_ssh_error(err)
@@ -232,11 +264,11 @@ class LocalTransport:
     label = HOST_CPU_LABEL
 
     def __init__(self, *, command_timeout: float = 600.0):
-        self.command_timeout = float(command_timeout)
+        self.command_timeout = check_timeout("command_timeout", command_timeout)
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None, check: bool = True,
             stdin: Optional[bytes] = None) -> RemoteResult:
-        limit = self.command_timeout if timeout is None else float(timeout)
+        limit = check_timeout("timeout", self.command_timeout if timeout is None else timeout)
         try:
             proc = subprocess.run(list(map(os.fspath, argv)), input=stdin, capture_output=True,
                                   timeout=limit)

@@ -92,6 +92,9 @@ def _resolve_model(name: str | None, data):
 
 
 def _calibrate(args) -> int:
+    from .._io import check_output_path
+    if args.output:  # refuse a folder, device or link before any work
+        check_output_path(args.output)
     import warnings
 
     from ..cli import emit
@@ -121,6 +124,9 @@ def _calibrate(args) -> int:
 
 
 def _audit(args) -> int:
+    from .._io import check_output_path
+    if args.plot:  # refuse a folder, device or link before any work
+        check_output_path(args.plot)
     from ..cli import emit
     from ..data.loaders import load_dataset
     from .audit import audit_coverage
@@ -144,6 +150,9 @@ def _audit(args) -> int:
 
 
 def _experiment(args) -> int:
+    from .._io import check_output_path
+    if args.plot:  # refuse a folder, device or link before any work
+        check_output_path(args.plot)
     from ..cli import emit
     from ..data.loaders import load_dataset
     from .experiment import compare_calibration_strategies

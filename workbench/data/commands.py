@@ -51,6 +51,8 @@ def _info(args) -> int:
 
 
 def _export(args) -> int:
+    from .._io import check_output_path
+    check_output_path(args.output)  # refuse a folder, device or link before loading anything
     from ..cli import emit
     from .loaders import export_npz, load_dataset
     ds = load_dataset(args.dataset, resize=args.resize)

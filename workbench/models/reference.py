@@ -177,7 +177,7 @@ def reference_model(*, dataset="digits-conditions", seed: int = 0, epochs: int =
     start = time.perf_counter()
     model = train(data, seed=seed, epochs=epochs)
     seconds = time.perf_counter() - start
-    with atomic_path(folder) as tmp:
+    with atomic_path(folder, replace_folder=True) as tmp:
         export_all(model, tmp)
         accuracy = accuracy_by_condition(model, data)
         info = {"accuracy": accuracy, "key": key, "dataset": data.name, "dataset_hash": data.hash,

@@ -118,7 +118,7 @@ def run_vela(model: str | Path, *, config: dict[str, str] | None = None, use_cac
     folder = cache_dir("vela") / key
     cached = use_cache and (folder / STDOUT_FILE).is_file()
     if not cached:
-        with atomic_path(folder) as tmp:
+        with atomic_path(folder, replace_folder=True) as tmp:
             tmp.mkdir()
             cmd = vela_command(model, tmp, config)
             try:

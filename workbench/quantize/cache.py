@@ -43,7 +43,7 @@ def lookup(key: str, ext: str) -> tuple[Path, Path] | None:
 def store(key: str, ext: str, model_bytes: bytes, manifest: dict[str, Any]) -> tuple[Path, Path]:
     """Write an entry atomically (model and manifest land together) and return its paths."""
     folder = entry_dir(key)
-    with atomic_path(folder) as tmp:
+    with atomic_path(folder, replace_folder=True) as tmp:
         tmp.mkdir(parents=True)
         (tmp / f"model{ext}").write_bytes(model_bytes)
         (tmp / MANIFEST_NAME).write_text(to_json(manifest, indent=2) + "\n", encoding="utf-8")

@@ -22,7 +22,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import __version__
-from .._io import atomic_path, read_json, sha256_bytes, sha256_file, to_json
+from .._io import atomic_path, check_output_path, read_json, sha256_bytes, sha256_file, to_json
 from .._results import Result
 from ..errors import CalibrationError, ModelError, QuantizationError, WorkbenchWarning
 from .inspect import ModelInspection, QuantParams, inspect_model
@@ -127,6 +127,8 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
     if exclude:
         changes["exclude"] = exclude
     rec = get_recipe(recipe, backend=backend, **changes)
+    if output is not None:  # refuse a device, link or unwritable output before any work
+        _publish_target(Path(output), MODEL_EXT[rec.backend])
     # 2. source model
     from ..models.formats import model_format
     source = Path(model)
@@ -295,16 +297,26 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
     return model_path, manifest_path, inspect_model(model_path)
 
 
-def _publish(model_path: Path, manifest_path: Path, output: Path, ext: str) -> tuple[Path, Path]:
-    """Copy model and manifest to ``output`` (a folder, or a model file path) atomically."""
+def _publish_target(output: Path, ext: str) -> tuple[Path, Path]:
+    """The model and manifest paths ``output`` names; a device, link or non-folder parent is refused."""
     target = output if output.suffix.lower() in (".tflite", ".onnx") else output / f"model{ext}"
     if target.suffix.lower() != ext:
         raise QuantizationError(f"{output}: the {ext} model cannot be written to a {target.suffix} path; "
                                 f"name it *{ext} or give a folder.")
+    if output != target and (output.is_symlink() or (output.exists() and not output.is_dir())):
+        raise QuantizationError(f"{output} is not a folder: give a folder (it gets model{ext} and "
+                                f"{MANIFEST_NAME}) or a *{ext} file path.")
     target_manifest = target.parent / MANIFEST_NAME
+    return check_output_path(target), check_output_path(target_manifest)
+
+
+def _publish(model_path: Path, manifest_path: Path, output: Path, ext: str) -> tuple[Path, Path]:
+    """Copy model and manifest to ``output`` (a folder, or a model file path) atomically."""
+    target, target_manifest = _publish_target(output, ext)
     if target_manifest.is_file():
         try:
-            existing = read_json(target_manifest).get("file")
+            existing = read_json(target_manifest)
+            existing = existing.get("file") if isinstance(existing, dict) else None
         except (OSError, ValueError):
             existing = None
         if existing not in (None, target.name):
@@ -313,6 +325,14 @@ def _publish(model_path: Path, manifest_path: Path, output: Path, ext: str) -> t
                 f"{MANIFEST_NAME}. Write {target.name} to another folder.")
     manifest = read_json(manifest_path)
     manifest["file"] = target.name
+    source_path = Path(str((manifest.get("source") or {}).get("path", "")))
+    if target.exists() and source_path.is_file() and os.path.samefile(source_path, target):
+        raise QuantizationError(f"{target} is the source model; writing the INT8 model there would destroy it. "
+                                "Give another -o.")
+    # Manifest-last commit: the old manifest goes first, the manifest of the new model last, so an
+    # interruption leaves at worst a model without a manifest (never trusted), never a mismatched pair.
+    if target_manifest.is_file():
+        target_manifest.unlink()
     with atomic_path(target) as tmp:
         shutil.copyfile(model_path, tmp)
     with atomic_path(target_manifest) as tmp:
