@@ -61,6 +61,21 @@ def check_range(name: str, value: float, low: float | None = None, high: float |
     return value
 
 
+def finite_float(text: str) -> float:
+    """``argparse`` type of every float option: a finite number (``nan`` and ``inf`` are refused).
+
+    argparse names the option in its message (``argument --max-drop: must be a finite number``).
+    """
+    import argparse
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"must be a number. Got {text!r} instead.") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number. Got {text!r} instead.")
+    return value
+
+
 def check_positive_int(name: str, value: Any, error: type[Exception] = WorkbenchError) -> int:
     """Return ``value`` as an int if it is a whole number > 0."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

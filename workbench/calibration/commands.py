@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._validation import finite_float
 from ..vocab import STRATEGIES
 
 
@@ -55,7 +56,7 @@ def register(sub) -> None:
     audit.add_argument("--calibration", required=True, help="calibration set JSON (from `workbench calibrate -o`)")
     audit.add_argument("--split", default="test", help="held-out split audited per condition (default: test)")
     audit.add_argument("--conditions", help="comma list of conditions (default: all in the split)")
-    audit.add_argument("--clip-threshold", type=float, default=0.001,
+    audit.add_argument("--clip-threshold", type=finite_float, default=0.001,
                        help="clip rate above which a layer/condition is at risk (default 0.001)")
     audit.add_argument("--activation-bits", type=int, default=8, choices=(8, 16))
     audit.add_argument("--plot", help="write the heatmap and range bars as a PNG to this file")
@@ -77,7 +78,7 @@ def register(sub) -> None:
                      help="strategy the others are compared with (default: random if compared, else the first)")
     exp.add_argument("--repeats", type=int, default=1,
                      help="seeds per strategy (seed .. seed+repeats-1); drops are averaged (default 1)")
-    exp.add_argument("--margin", type=float, default=1.0,
+    exp.add_argument("--margin", type=finite_float, default=1.0,
                      help="difference in drop (pp) below which no verdict is drawn (default 1.0)")
     exp.add_argument("--plot", help="write the side-by-side plot as a PNG to this file")
     add_json_flag(exp)

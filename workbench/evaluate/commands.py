@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from .._validation import finite_float
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ..cli import add_json_flag
@@ -25,9 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--names", default=None, metavar="N1,N2",
                    help="comma-separated candidate names (default: file stems)")
     p.add_argument("--gate", metavar="FILE", help="YAML gate file (max_drop_pp, min_agreement, conditions: ...)")
-    p.add_argument("--max-drop", type=float, metavar="PP",
+    p.add_argument("--max-drop", type=finite_float, metavar="PP",
                    help="gate: largest accepted drop in percentage points (overrides the file's default)")
-    p.add_argument("--min-agreement", type=float, metavar="FRACTION",
+    p.add_argument("--min-agreement", type=finite_float, metavar="FRACTION",
                    help="gate: smallest accepted FP32/INT8 agreement, e.g. 0.97 (overrides the file's default)")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")

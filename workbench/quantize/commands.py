@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._validation import finite_float
 from ..vocab import RECIPES as RECIPE_NAMES
 
 
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", type=int, metavar="N", help="use the first N calibration samples")
     p.add_argument("--calibrator", choices=("minmax", "percentile", "entropy"),
                    help="calibration method (TFLite has minmax only)")
-    p.add_argument("--percentile", type=float, help="percentile for --calibrator percentile (default 99.999)")
+    p.add_argument("--percentile", type=finite_float, help="percentile for --calibrator percentile (default 99.999)")
     p.add_argument("--exclude", metavar="OPS", default="",
                    help="comma-separated op types or node names kept in float (turns float fallback on)")
     p.add_argument("--allow-float", action="store_true", help="allow float fallback without excluding ops")
