@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 OUT    ?= reports
 TARGETS ?= imx8mp,imx93,imx95
 
-.PHONY: setup run test kernel clean
+.PHONY: setup tools run test kernel clean
 
 setup: $(STAMP)
 
@@ -23,12 +23,17 @@ $(STAMP): pyproject.toml kernels/npu-workbench/kernel.json
 kernel: $(STAMP)
 	$(BIN)/jupyter kernelspec list
 
+# Pinned tool environments under the cache folder (onnx2tf with its own TensorFlow; the Vela the
+# i.MX 93 BSP ships). Created on first need anyway; a no-op when they exist.
+tools: $(STAMP)
+	$(BIN)/workbench tools install onnx2tf vela-3.10.0
+
 # The batch on the built-in data and reference model, every target; ends with the path of index.html.
 # Exit code 1 (a target failed) still prints where the reports are.
-run: $(STAMP)
+run: $(STAMP) tools
 	$(BIN)/workbench batch --targets $(TARGETS) --out $(OUT) --jobs 2 --run-id latest
 
-test: $(STAMP)
+test: $(STAMP) tools
 	$(BIN)/python -m pytest -q
 
 clean:

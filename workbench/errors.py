@@ -32,6 +32,10 @@ class EvaluationError(WorkbenchError, ValueError):
     """A model and a dataset do not fit together for evaluation."""
 
 
+class GateError(EvaluationError):
+    """A quality gate (a ``--gate`` YAML file or a ``Gate``) is malformed or cannot be applied."""
+
+
 class TargetError(WorkbenchError, ValueError):
     """An unknown target, or a model a target cannot take."""
 
@@ -58,6 +62,10 @@ class OutputPathError(WorkbenchError, ValueError):
 
 class BatchError(WorkbenchError):
     """A papermill batch could not be set up or run."""
+
+
+class ToolError(WorkbenchError):
+    """A pinned tool environment (onnx2tf, an older Vela) could not be created or its tool failed."""
 
 
 class WorkbenchWarning(UserWarning):

@@ -1,0 +1,268 @@
+"""Pinned tool environments: tools whose dependencies cannot live beside the workbench's own.
+
+``onnx2tf`` pins TensorFlow 2.19, numpy 1.26 and protobuf 4 (the workbench runs TensorFlow 2.21);
+the Vela that an NXP BSP ships (3.10.0 for lf-6.6.3_1.0.0) is older than the one installed here.
+Each such tool gets its own virtual environment, created on first need from an exact lock (every
+package ``==`` pinned, the list below) under the cache folder::
+
+    <cache>/tools/<name>-<lock sha256[:12]>/
+        bin/ lib/ ...        the venv
+        lock.txt             the requirements it was installed from
+        toolenv.json         name, lock sha256, versions of the packages that matter
+        .complete            written last: an environment without it is never used
+
+A new lock gives a new folder, so an environment is never half-upgraded; an interrupted
+install (no ``.complete``) is removed and redone on the next call.  Two processes asking for the
+same tool at once wait on one file lock, and one of them installs.
+
+    >>> from workbench import toolenv
+    >>> env = toolenv.ensure("vela-3.10.0")            # doctest: +SKIP
+    >>> env.run(["vela", "--version"]).stdout          # doctest: +SKIP
+    '3.10.0\\n'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._io import atomic_write_json, atomic_write_text, cache_dir, read_json, sha256_bytes
+from .errors import ToolError
+
+INSTALL_TIMEOUT_S = 1800.0
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool and the exact lock of its environment.
+
+    ``requirements`` pins every package (``name==version``); ``report`` names the packages whose
+    versions go into manifests; ``check`` is a command run after install that must succeed.
+    """
+
+    name: str
+    summary: str
+    requirements: tuple[str, ...]
+    report: tuple[str, ...]
+    check: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        loose = [r for r in self.requirements if "==" not in r]
+        if loose:
+            raise ValueError(f"tool {self.name!r}: every requirement must be pinned with ==; got {loose}")
+
+    @property
+    def lock_text(self) -> str:
+        return "".join(f"{r}\n" for r in sorted(self.requirements, key=str.lower))
+
+    @property
+    def lock_sha256(self) -> str:
+        """sha256 of the lock and the Python it is installed for (major.minor)."""
+        python = f"python{sys.version_info.major}.{sys.version_info.minor}\n"
+        return sha256_bytes((python + self.lock_text).encode())
+
+
+# `pip freeze` of `pip install onnx2tf==1.29.24` on Python 3.11 (2026-12-01).
+_ONNX2TF_LOCK = (
+    "absl-py==2.5.1", "ai-edge-litert==2.1.0", "astunparse==1.6.3", "backports.strenum==1.2.8",
+    "certifi==2026.10.19.post1", "charset-normalizer==3.5.3", "coloredlogs==15.0.1",
+    "flatbuffers==25.12.19", "gast==0.7.0", "google-pasta==0.2.0", "grpcio==1.85.3", "h5py==3.11.0",
+    "humanfriendly==10.0", "idna==3.20", "json2onnx==2.0.3", "keras==3.15.1", "libclang==18.1.1",
+    "Markdown==3.11.3", "markdown-it-py==4.3.0", "MarkupSafe==3.0.4", "mdurl==0.1.2",
+    "ml_dtypes==0.5.1", "mpmath==1.3.0", "namex==0.1.0", "numpy==1.26.4", "onnx==1.19.1",
+    "onnx2json==2.0.4", "onnx2tf==1.29.24", "onnx_graphsurgeon==0.5.8", "onnxoptimizer==0.4.2",
+    "onnxruntime==1.23.0", "onnxsim==0.4.36", "opencv-python==4.11.0.86", "opt_einsum==3.4.0",
+    "optree==0.20.0", "packaging==26.4", "protobuf==4.25.5", "psutil==5.9.5", "Pygments==2.21.0",
+    "requests==2.32.5", "rich==15.0.0", "sam4onnx==2.0.0", "sbi4onnx==1.0.7", "scc4onnx==1.0.7",
+    "scs4onnx==1.0.18", "sde4onnx==1.0.0", "sed4onnx==1.0.5", "simple_onnx_processing_tools==1.1.32",
+    "sio4onnx==1.0.3", "sit4onnx==1.0.10", "six==1.17.0", "sna4onnx==1.0.6", "snc4onnx==1.0.14",
+    "snd4onnx==1.1.7", "sne4onnx==2.0.1", "sng4onnx==2.0.1", "soa4onnx==1.0.5", "soc4onnx==1.0.2",
+    "sod4onnx==1.0.0", "sog4onnx==1.0.17", "sor4onnx==1.0.7", "spo4onnx==1.0.5", "ssc4onnx==1.0.8",
+    "ssi4onnx==1.0.4", "svs4onnx==1.0.0", "sympy==1.14.0", "tensorboard==2.19.0",
+    "tensorboard-data-server==0.7.2", "tensorflow==2.19.0", "tensorflow-io-gcs-filesystem==0.37.1",
+    "termcolor==3.3.0", "tf_keras==2.19.0", "tqdm==4.70.1", "typing_extensions==4.16.0",
+    "urllib3==2.8.0", "Werkzeug==3.1.9", "wrapt==2.5.2",
+)
+
+TOOLS: dict[str, ToolSpec] = {
+    "onnx2tf": ToolSpec(
+        name="onnx2tf",
+        summary="ONNX -> TensorFlow SavedModel / TFLite converter (PINTO0309), with its own TensorFlow 2.19",
+        requirements=_ONNX2TF_LOCK,
+        report=("onnx2tf", "tensorflow", "onnx", "onnxruntime", "onnxsim", "numpy"),
+        check=("python", "-c", "import onnx2tf, tensorflow"),
+    ),
+    "vela-3.10.0": ToolSpec(
+        name="vela-3.10.0",
+        summary="Arm Vela 3.10.0, the Ethos-U compiler NXP BSP lf-6.6.3_1.0.0 ships for the i.MX 93",
+        # numpy 1.26: with numpy 2.x Vela 3.10.0's scheduler overflows an int32 on every model
+        # ("Python integer 4294967296 out of bounds for int32", measured on the reference a8w8_pc model).
+        requirements=("ethos-u-vela==3.10.0", "flatbuffers==23.5.26", "lxml==6.1.3", "numpy==1.26.4"),
+        report=("ethos-u-vela", "numpy"),
+        check=("vela", "--version"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ToolEnv:
+    """An installed tool environment."""
+
+    name: str
+    root: Path
+    lock_sha256: str
+    versions: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def python(self) -> Path:
+        return self.bin_dir / "python"
+
+    def environ(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The process environment for the tool: its ``bin`` first on PATH, nothing of ours leaking in."""
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
+        env["PATH"] = str(self.bin_dir) + os.pathsep + env.get("PATH", "")
+        env["VIRTUAL_ENV"] = str(self.root)
+        env["PYTHONNOUSERSITE"] = "1"
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env.update(extra or {})
+        return env
+
+    def run(self, args: Sequence[str | os.PathLike], *, cwd: str | os.PathLike | None = None,
+            timeout: float | None = 600.0, env: Mapping[str, str] | None = None,
+            check: bool = False) -> subprocess.CompletedProcess[str]:
+        """Run a command of the tool (``args[0]`` is looked up in the environment's ``bin`` first).
+
+        Output is captured as text.  A time-out raises :class:`ToolError`; so does a non-zero exit
+        when ``check`` is true (with the command's last output lines).
+        """
+        argv = [str(a) for a in args]
+        exe = self.bin_dir / argv[0]
+        if exe.exists():
+            argv[0] = str(exe)
+        try:
+            proc = subprocess.run(argv, cwd=cwd, env=self.environ(env), capture_output=True, text=True,
+                                  timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise ToolError(f"{self.name}: `{' '.join(map(str, args))}` did not finish within {timeout:g} s; "
+                            "pass a larger timeout or check the input") from None
+        except FileNotFoundError:
+            raise ToolError(f"{self.name}: command {argv[0]!r} not found in {self.bin_dir}; reinstall with "
+                            f"`workbench tools install {self.name} --force`") from None
+        if check and proc.returncode != 0:
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+            raise ToolError(f"{self.name}: `{' '.join(map(str, args))}` exited with {proc.returncode}:\n{tail}")
+        return proc
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "lock_sha256": self.lock_sha256, "versions": dict(self.versions)}
+
+    def summary(self) -> str:
+        versions = ", ".join(f"{k} {v}" for k, v in self.versions.items())
+        return f"{self.name} (lock {self.lock_sha256[:12]}): {versions}"
+
+
+def spec(name: str) -> ToolSpec:
+    try:
+        return TOOLS[name]
+    except KeyError:
+        listed = ", ".join(repr(n) for n in TOOLS)
+        raise ToolError(f"`tool` must be one of {listed}. Got {name!r} instead.") from None
+
+
+def _root(tool: ToolSpec) -> Path:
+    return cache_dir("tools") / f"{tool.name}-{tool.lock_sha256[:12]}"
+
+
+def _load(tool: ToolSpec, root: Path) -> ToolEnv | None:
+    """The environment at ``root`` if its install completed for this exact lock, else None."""
+    try:
+        if (root / ".complete").read_text().strip() != tool.lock_sha256:
+            return None
+        info = read_json(root / "toolenv.json")
+    except (OSError, ValueError):
+        return None
+    if not (root / "bin" / "python").exists():
+        return None
+    return ToolEnv(tool.name, root, tool.lock_sha256, dict(info.get("versions", {})))
+
+
+def find(name: str) -> ToolEnv | None:
+    """The installed environment of ``name``, or None (never installs)."""
+    tool = spec(name)
+    return _load(tool, _root(tool))
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure(name: str, *, force: bool = False, timeout: float = INSTALL_TIMEOUT_S) -> ToolEnv:
+    """The environment of tool ``name``, created from its lock when missing or incomplete.
+
+    ``force`` removes and recreates it.  Needs the package index the first time (about a minute
+    for Vela, several for onnx2tf); afterwards it is a folder look-up.
+    """
+    tool = spec(name)
+    root = _root(tool)
+    if not force and (env := _load(tool, root)) is not None:
+        return env
+    with _locked(root.with_name(root.name + ".lock")):
+        if not force and (env := _load(tool, root)) is not None:
+            return env  # another process installed it while we waited
+        if root.exists():
+            shutil.rmtree(root)  # our own cache folder: incomplete, damaged or forced
+        return _install(tool, root, timeout)
+
+
+def _install(tool: ToolSpec, root: Path, timeout: float) -> ToolEnv:
+    def step(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+        except subprocess.TimeoutExpired:
+            raise ToolError(f"{tool.name}: {what} did not finish within {timeout:g} s; "
+                            f"retry with `workbench tools install {tool.name}`") from None
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-12:])
+            raise ToolError(f"{tool.name}: {what} failed (exit {proc.returncode}) in {root}; the package index "
+                            f"must be reachable for the first install. Last output:\n{tail}")
+        return proc
+
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    step([base, "-m", "venv", str(root)], "creating the virtual environment")
+    atomic_write_text(root / "lock.txt", tool.lock_text)
+    python = str(root / "bin" / "python")
+    step([python, "-m", "pip", "install", "--quiet", "--no-input", "-r", str(root / "lock.txt")],
+         f"`pip install -r lock.txt` ({len(tool.requirements)} pinned packages)")
+    env = ToolEnv(tool.name, root, tool.lock_sha256)
+    check = env.run(list(tool.check), timeout=timeout)
+    if check.returncode != 0:
+        tail = "\n".join((check.stderr or check.stdout).strip().splitlines()[-12:])
+        raise ToolError(f"{tool.name}: installed, but `{' '.join(tool.check)}` fails:\n{tail}")
+    script = ("import json, sys\nfrom importlib import metadata\nout = {}\n"
+              "for n in sys.argv[1:]:\n    try: out[n] = metadata.version(n)\n"
+              "    except metadata.PackageNotFoundError: pass\nprint(json.dumps(out))")
+    versions = json.loads(step([python, "-c", script, *tool.report], "reading versions").stdout)
+    atomic_write_json(root / "toolenv.json", {"name": tool.name, "lock_sha256": tool.lock_sha256,
+                                              "summary": tool.summary, "versions": versions})
+    atomic_write_text(root / ".complete", tool.lock_sha256 + "\n")
+    return ToolEnv(tool.name, root, tool.lock_sha256, versions)
