@@ -2,8 +2,12 @@
 
 A :class:`Dataset` is a set of samples, each with an image, a label, a
 deployment ``condition`` and a ``split`` (``train``, ``calibration``, ``test``),
-and a unique id.  Images are float32 NHWC in [0, 1]: exactly what the models
-take.  Selecting a split or condition returns another ``Dataset`` over the same
+and a unique id.  Images are pixels: float32 NHWC in [0, 1], either an array or
+a lazy :class:`~workbench.data.images.ImageFiles` (folder and CSV datasets,
+decoded batch by batch); a model's input contract turns them into model inputs.
+A label is a class index (``classes`` names them) or an array per sample
+(keypoints, boxes...: ``y`` has more than one dimension, ``classes`` may be empty).
+Selecting a split or condition returns another ``Dataset`` over the same
 arrays; an empty selection is an error that says what exists.
 """
 
@@ -72,16 +76,30 @@ class Dataset:
                       if np.any(mask & (self.condition == c))}
         return out
 
+    @property
+    def is_classification(self) -> bool:
+        """Labels are one class index per sample (not keypoints, boxes or other arrays)."""
+        return self.y.ndim == 1 and self.y.dtype.kind in "iu" and len(self.classes) > 0
+
     def class_counts(self) -> dict[str, int]:
+        if not self.is_classification:
+            return {}
         return {c: int(np.sum(self.y == i)) for i, c in enumerate(self.classes)}
 
     @cached_property
     def hash(self) -> str:
         """Content hash of images, labels, conditions, splits and ids."""
         digest = hashlib.sha256()
-        digest.update(np.ascontiguousarray(self.x).tobytes())
+        if hasattr(self.x, "fingerprint"):      # lazy image files: paths, sizes and mtimes
+            digest.update(self.x.fingerprint().encode())
+        else:
+            digest.update(np.ascontiguousarray(self.x).tobytes())
         digest.update(str(self.x.shape).encode())
-        digest.update(np.asarray(self.y, dtype=np.int64).tobytes())
+        y = np.asarray(self.y)
+        if y.ndim == 1 and y.dtype.kind in "iub":
+            digest.update(y.astype(np.int64).tobytes())
+        else:
+            digest.update(f"{y.dtype.str}{y.shape}".encode() + np.ascontiguousarray(y).tobytes())
         for arr in (self.condition, self.split, self.ids):
             digest.update("\0".join(map(str, arr.tolist())).encode())
         digest.update("\0".join(self.classes).encode())

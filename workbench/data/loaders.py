@@ -6,9 +6,24 @@
   (real scans, no download) upscaled to 32x32 grayscale, split deterministically
   from a seed; every deployment condition appears in ``test``, while the
   ``calibration`` pool is about 90% daylight, as real calibration sets are;
+- ``digits-keypoints`` (built-in): the same images, labelled with three keypoints per
+  digit (the ink's centroid and the top-left and bottom-right corners of its bounding
+  box, ``(y, x)`` in [0, 1] of the image): a non-classification task;
 - a folder ``ROOT/<split>/<condition>/<class>/<image>`` of PNG/JPEG images;
 - a CSV manifest with columns ``path,label,condition,split`` (paths relative to the CSV);
-- an ``.npz`` with arrays ``x``, ``y``, ``condition``, ``split`` (optional ``ids``, ``classes``).
+- an ``.npz`` with arrays ``x``, ``y``, ``condition``, ``split`` (optional ``ids``, ``classes``);
+  ``y`` may be one class index per sample or an array per sample (keypoints, boxes...).
+
+Labels of any shape for folder and CSV datasets come from a **labels file**: ``labels.npz``
+in the folder's root (or ``<csv stem>.labels.npz`` beside a CSV) with arrays ``ids`` (the
+image paths relative to the root/CSV, as the dataset's ids) and ``y`` (one array per
+sample).  With it, a folder's images may sit anywhere below ``<split>/<condition>/`` and
+a CSV needs no ``label`` column.
+
+Folder and CSV images are not decoded at load time: ``x`` is a lazy
+:class:`~workbench.data.images.ImageFiles` read batch by batch where it is used.
+Pixels must be uint8 or floats in [0, 1]; an ``.npz`` with uint16 pixels, 0..255
+floats or NaN is rejected at load time, naming the sample.
 """
 
 from __future__ import annotations
@@ -24,7 +39,8 @@ from ..errors import DataError
 from .conditions import BUILTIN_CONDITIONS, apply_condition
 from .dataset import SPLITS, Dataset
 
-BUILTIN = ("digits-conditions",)
+BUILTIN = ("digits-conditions", "digits-keypoints")
+LABELS_FILE = "labels.npz"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 
 
@@ -39,8 +55,10 @@ def load_dataset(name_or_path: str | os.PathLike | Dataset, *, resize: tuple[int
     if isinstance(name_or_path, Dataset):
         return name_or_path
     text = os.fspath(name_or_path)
-    if text in BUILTIN:
+    if text == "digits-conditions":
         return _digits_conditions(seed)
+    if text == "digits-keypoints":
+        return _digits_keypoints(seed)
     path = Path(text)
     if not path.exists():
         raise DataError(f"{text}: no such dataset. Give a built-in name ({', '.join(BUILTIN)}), a folder "
@@ -125,6 +143,40 @@ def _digits_conditions(seed: int = 0) -> Dataset:
     )
 
 
+KEYPOINT_NAMES = ("centroid", "top-left", "bottom-right")
+INK_THRESHOLD = 0.25
+
+
+def digit_keypoints(images8: np.ndarray, size: int = DIGITS_SIZE) -> np.ndarray:
+    """Three keypoints per digit, ``(N, 3, 2)`` float32 ``(y, x)`` in [0, 1] of the image: the
+    ink's centroid (ink-weighted) and the top-left and bottom-right corners of the box around the
+    ink above ``INK_THRESHOLD``, measured on the clean ``size`` x ``size`` rendering."""
+    clean = render_digits(images8, size)[..., 0]
+    ink = np.clip((0.92 - clean) / 0.78, 0.0, 1.0)
+    grid = (np.arange(size, dtype=np.float32) + 0.5) / size
+    out = np.empty((len(ink), 3, 2), np.float32)
+    for i, plane in enumerate(ink):
+        total = float(plane.sum()) or 1.0
+        out[i, 0] = (plane.sum(axis=1) @ grid / total, plane.sum(axis=0) @ grid / total)
+        rows = np.flatnonzero((plane > INK_THRESHOLD).any(axis=1))
+        cols = np.flatnonzero((plane > INK_THRESHOLD).any(axis=0))
+        out[i, 1] = (rows[0] / size, cols[0] / size)
+        out[i, 2] = ((rows[-1] + 1) / size, (cols[-1] + 1) / size)
+    return out
+
+
+@lru_cache(maxsize=4)
+def _digits_keypoints(seed: int = 0) -> Dataset:
+    """``digits-conditions`` with keypoint labels ``(3, 2)`` per sample instead of the digit class."""
+    from sklearn.datasets import load_digits
+    base = _digits_conditions(seed)
+    keypoints = digit_keypoints(load_digits().images)
+    scan = np.array([int(sid.split("@")[0].split("-")[1]) for sid in base.ids.tolist()])
+    return Dataset(name="digits-keypoints", x=base.x, y=keypoints[scan], condition=base.condition,
+                   split=base.split, ids=base.ids, classes=(), source=base.source + "; keypoints "
+                   + ", ".join(KEYPOINT_NAMES) + " as (y, x) in [0, 1]", condition_order=base.condition_order)
+
+
 # -- image files ------------------------------------------------------------------------------
 
 def _sort_classes(names: set[str]) -> tuple[str, ...]:
@@ -133,55 +185,56 @@ def _sort_classes(names: set[str]) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def _read_images(paths: list[Path], resize: tuple[int, int] | None) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
-    arrays, sizes, modes = [], {}, set()
-    for p in paths:
-        try:
-            with Image.open(p) as img:
-                img.load()
-                mode = "L" if img.mode in ("L", "1", "I", "I;16", "F") else "RGB"
-                img = img.convert(mode)
-                if resize is not None:
-                    img = img.resize((resize[1], resize[0]), Image.Resampling.BILINEAR)
-                arr = np.asarray(img, dtype=np.float32) / 255.0
-        except (UnidentifiedImageError, OSError, SyntaxError) as exc:
-            raise DataError(f"{p}: unreadable image ({exc}). Remove it or replace it with a PNG/JPEG.") from exc
-        sizes.setdefault(arr.shape[:2], p)
-        modes.add(mode)
-        arrays.append(arr if arr.ndim == 3 else arr[..., None])
-    if len(sizes) > 1:
-        (s1, p1), (s2, p2) = list(sizes.items())[:2]
-        raise DataError(f"images have mixed sizes: {p1} is {s1[1]}x{s1[0]} but {p2} is {s2[1]}x{s2[0]}. "
-                        "Pass resize=(height, width) (CLI: --resize HxW) to choose a size.")
-    if len(modes) > 1:  # grayscale and colour mixed: promote all to RGB
-        arrays = [np.repeat(a, 3, axis=2) if a.shape[2] == 1 else a for a in arrays]
-    return np.stack(arrays).astype(np.float32)
+def _labels_file(path: Path) -> dict[str, np.ndarray] | None:
+    """``{image id: label array}`` from a labels file, or ``None`` when there is none."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            ids, y = data["ids"].astype(str), np.asarray(data["y"])
+    except Exception as exc:  # noqa: BLE001 - numpy raises many types for a bad file
+        raise DataError(f"{path}: not a readable labels file ({exc}); it needs arrays `ids` (image paths "
+                        "relative to the dataset root) and `y` (one label array per sample).") from exc
+    if len(ids) != len(y):
+        raise DataError(f"{path}: `ids` has {len(ids)} entries but `y` has {len(y)}; one label per image.")
+    return {str(i): y[k] for k, i in enumerate(ids)}
 
 
 def _build(name: str, source: Path, rows: list[tuple[Path, str, str, str]],
-           resize: tuple[int, int] | None, classes: tuple[str, ...] | None, where: str) -> Dataset:
+           resize: tuple[int, int] | None, classes: tuple[str, ...] | None, where: str,
+           labels: dict[str, np.ndarray] | None = None) -> Dataset:
+    from .images import open_image_files
     if not rows:
         raise DataError(f"{source}: no images found ({where}). Expected PNG/JPEG files.")
-    labels = {r[1] for r in rows}
-    if classes is None:
-        classes = _sort_classes(labels)
-    else:
-        unknown = sorted(labels - set(classes))
-        if unknown:
-            bad = next(r for r in rows if r[1] == unknown[0])
-            raise DataError(f"{bad[0]}: unknown label {unknown[0]!r}; known classes: {', '.join(classes)}.")
     for r in rows:
         if r[3] not in SPLITS:
             raise DataError(f"{r[0]}: unknown split {r[3]!r}; splits are {', '.join(SPLITS)}.")
-    index = {c: i for i, c in enumerate(classes)}
-    x = _read_images([r[0] for r in rows], resize)
     root = source if source.is_dir() else source.parent
+    ids = [os.path.relpath(r[0], root) for r in rows]
+    if labels is not None:
+        missing = [i for i in ids if i not in labels]
+        if missing:
+            raise DataError(f"{source}: the labels file has no label for image {missing[0]!r}"
+                            f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}; "
+                            "its `ids` are image paths relative to the dataset root.")
+        y = np.stack([np.asarray(labels[i]) for i in ids])
+        classes = tuple(classes or ())
+    else:
+        names = {r[1] for r in rows}
+        if classes is None:
+            classes = _sort_classes(names)
+        else:
+            unknown = sorted(names - set(classes))
+            if unknown:
+                bad = next(r for r in rows if r[1] == unknown[0])
+                raise DataError(f"{bad[0]}: unknown label {unknown[0]!r}; known classes: {', '.join(classes)}.")
+        index = {c: i for i, c in enumerate(classes)}
+        y = np.array([index[r[1]] for r in rows], dtype=np.int64)
+    x = open_image_files([r[0] for r in rows], resize)
     return Dataset(
-        name=name, x=x, y=np.array([index[r[1]] for r in rows], dtype=np.int64),
+        name=name, x=x, y=y,
         condition=np.array([r[2] for r in rows]), split=np.array([r[3] for r in rows]),
-        ids=np.array([os.path.relpath(r[0], root) for r in rows]), classes=tuple(classes),
-        source=str(source))
+        ids=np.array(ids), classes=tuple(classes), source=str(source))
 
 
 def _load_folder(root: Path, *, resize, classes) -> Dataset:
@@ -189,6 +242,8 @@ def _load_folder(root: Path, *, resize, classes) -> Dataset:
     if not split_dirs:
         raise DataError(f"{root}: empty folder. Expected ROOT/<split>/<condition>/<class>/<image> "
                         f"with splits {', '.join(SPLITS)}.")
+    labels = _labels_file(root / LABELS_FILE)
+    pattern = "**/*" if labels is not None else "*/*"
     rows = []
     for split_dir in split_dirs:
         if split_dir.name not in SPLITS:
@@ -197,34 +252,49 @@ def _load_folder(root: Path, *, resize, classes) -> Dataset:
         cond_dirs = sorted(d for d in split_dir.iterdir() if d.is_dir())
         if not cond_dirs:
             raise DataError(f"{split_dir}: split {split_dir.name!r} has no samples (no condition folders).")
-        split_rows = 0
         for cond_dir in cond_dirs:
-            files = sorted(p for p in cond_dir.glob("*/*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+            files = sorted(p for p in cond_dir.glob(pattern) if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
             if not files:
                 raise DataError(f"{cond_dir}: condition {cond_dir.name!r} has no samples "
                                 f"(no images under {cond_dir}/<class>/).")
             rows += [(p, p.parent.name, cond_dir.name, split_dir.name) for p in files]
-            split_rows += len(files)
-    return _build(root.name, root, rows, resize, classes, "under <split>/<condition>/<class>/")
+    return _build(root.name, root, rows, resize, classes, "under <split>/<condition>/<class>/", labels)
 
 
 def _load_csv(path: Path, *, resize, classes) -> Dataset:
+    labels = _labels_file(path.with_name(path.stem + "." + LABELS_FILE))
+    try:
+        return _read_csv(path, labels=labels, resize=resize, classes=classes)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset "
+                        f"{exc.start}); save the manifest as UTF-8 (e.g. `iconv -f latin1 -t utf-8`).") from None
+
+
+def _read_csv(path: Path, *, labels, resize, classes) -> Dataset:
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        required = {"path", "label", "condition", "split"}
+        required = {"path", "condition", "split"} | (set() if labels is not None else {"label"})
         if reader.fieldnames is None or not required <= set(reader.fieldnames):
-            raise DataError(f"{path}: a CSV manifest needs the columns path,label,condition,split; "
+            raise DataError(f"{path}: a CSV manifest needs the columns path,label,condition,split (label may be "
+                            f"left out when {path.stem}.{LABELS_FILE} holds the labels); "
                             f"found {', '.join(reader.fieldnames or []) or 'no header'}.")
         rows = []
         for line, rec in enumerate(reader, start=2):
+            short = [k for k in required if rec.get(k) is None]
+            if short or None in rec:
+                raise DataError(f"{path}:{line}: the row has {len([v for v in rec.values() if v is not None])} "
+                                f"field(s) but the header names {len(reader.fieldnames)}"
+                                f"{' (missing ' + ', '.join(sorted(short)) + ')' if short else ''}; "
+                                "give every row path,label,condition,split.")
             image = (path.parent / rec["path"]).resolve()
             if not image.is_file():
                 raise DataError(f"{path}:{line}: image {rec['path']!r} not found (paths are relative to the CSV).")
-            rows.append((image, rec["label"].strip(), rec["condition"].strip(), rec["split"].strip()))
-    return _build(path.stem, path, rows, resize, classes, "the manifest has no rows")
+            rows.append((image, (rec.get("label") or "").strip(), rec["condition"].strip(), rec["split"].strip()))
+    return _build(path.stem, path, rows, resize, classes, "the manifest has no rows", labels)
 
 
 def _load_npz(path: Path, *, classes) -> Dataset:
+    from ..models.contract import check_pixels
     try:
         data = np.load(path, allow_pickle=False)
     except Exception as exc:
@@ -232,30 +302,59 @@ def _load_npz(path: Path, *, classes) -> Dataset:
     missing = [k for k in ("x", "y", "condition", "split") if k not in data.files]
     if missing:
         raise DataError(f"{path}: missing array(s) {', '.join(missing)}; an .npz dataset needs x, y, condition, split.")
+    _refuse_objects(path, data)
     x = np.asarray(data["x"])
-    if x.dtype == np.uint8:
-        x = x.astype(np.float32) / 255.0
-    x = x.astype(np.float32)
+    if x.dtype.kind not in "biuf":
+        raise DataError(f"{path}: x holds {x.dtype} values; pixels must be uint8, or floats in [0, 1].")
     if x.ndim == 3:
         x = x[..., None]
     if x.ndim != 4:
         raise DataError(f"{path}: x must be NHWC or NHW images; got shape {x.shape}.")
     if len(x) == 0:
         raise DataError(f"{path}: x has no samples.")
-    y = np.asarray(data["y"]).astype(np.int64)
+    ids = np.asarray(data["ids"]).astype(str) if "ids" in data.files else np.array([f"{path.stem}-{i}" for i in range(len(x))])
+    x = check_pixels(x, ids=ids, where=str(path))          # uint8 -> /255; uint16, 0..255 floats, NaN: errors
+    y = np.asarray(data["y"])
+    if y.dtype.kind not in "biuf":
+        raise DataError(f"{path}: y holds {y.dtype} values; labels must be numbers (class indices, with the "
+                        "class names in a `classes` array, or arrays for keypoints/boxes).")
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        bad = int(np.flatnonzero(~np.isfinite(y).reshape(len(y), -1).all(axis=1))[0])
+        raise DataError(f"{path}: sample {bad} has a NaN or infinite label; every label must be a finite number.")
+    if len(y) != len(x):
+        raise DataError(f"{path}: y has {len(y)} entries but x has {len(x)} samples; one label per sample.")
     file_classes = tuple(str(c) for c in data["classes"]) if "classes" in data.files else None
-    classes = classes or file_classes or tuple(str(c) for c in range(int(y.max()) + 1))
-    bad = np.flatnonzero((y < 0) | (y >= len(classes)))
-    if len(bad):
-        raise DataError(f"{path}: sample {int(bad[0])} has unknown label {int(y[bad[0]])}; "
-                        f"labels must index the {len(classes)} classes {', '.join(classes)}.")
+    if y.ndim == 1 and y.dtype.kind == "f" and (file_classes is not None or classes):
+        fractional = np.flatnonzero(y != np.round(y))
+        if len(fractional):  # class labels are never truncated
+            k = int(fractional[0])
+            raise DataError(f"{path}: sample {k} has class label {float(y[k])!r}, not a whole number; class "
+                            "labels are integer indices into `classes`.")
+    if y.ndim == 1 and (y.dtype.kind in "iu" or (file_classes is not None and np.all(y == np.round(y)))):
+        y = y.astype(np.int64)
+        classes = classes or file_classes or tuple(str(c) for c in range(int(y.max()) + 1))
+        bad = np.flatnonzero((y < 0) | (y >= len(classes)))
+        if len(bad):
+            raise DataError(f"{path}: sample {int(bad[0])} has unknown label {int(y[bad[0]])}; "
+                            f"labels must index the {len(classes)} classes {', '.join(classes)}.")
+    else:
+        classes = tuple(classes or file_classes or ())    # labels of any shape (keypoints, boxes...)
     split = np.asarray(data["split"]).astype(str)
     unknown = sorted(set(split.tolist()) - set(SPLITS))
     if unknown:
         raise DataError(f"{path}: unknown split {unknown[0]!r}; splits are {', '.join(SPLITS)}.")
-    ids = np.asarray(data["ids"]).astype(str) if "ids" in data.files else np.array([f"{path.stem}-{i}" for i in range(len(x))])
     return Dataset(name=path.stem, x=x, y=y, condition=np.asarray(data["condition"]).astype(str),
                    split=split, ids=ids, classes=classes, source=str(path))
+
+
+def _refuse_objects(path: Path, data) -> None:
+    """An array of Python objects would need unpickling (code execution): name it and refuse."""
+    for key in data.files:
+        try:
+            data[key]
+        except ValueError as exc:
+            raise DataError(f"{path}: array `{key}` holds Python objects (dtype=object); the workbench never "
+                            "unpickles data. Save numbers and strings as plain numpy arrays.") from exc
 
 
 def export_npz(dataset: Dataset, path: str | os.PathLike, *, split: str, condition: str | None = None) -> Path:
@@ -264,7 +363,8 @@ def export_npz(dataset: Dataset, path: str | os.PathLike, *, split: str, conditi
     from .._io import atomic_write_bytes
     subset = dataset.select(split=split, condition=condition)
     buf = io.BytesIO()
-    np.savez(buf, x=subset.x.astype(np.float32), y=subset.y.astype(np.int64),
+    y = subset.y.astype(np.int64) if subset.is_classification else np.asarray(subset.y)
+    np.savez(buf, x=subset.x.astype(np.float32), y=y,
              condition=subset.condition, split=subset.split, ids=subset.ids,
              classes=np.array(dataset.classes))
     return atomic_write_bytes(path, buf.getvalue())

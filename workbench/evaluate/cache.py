@@ -1,10 +1,10 @@
-"""Cached predictions per (model hash, dataset hash, split, condition).
+"""Cached predictions per (model hash, dataset hash, split, condition, input contract).
 
-A model's scores on one condition of one split never change while neither the
-model file nor the dataset changes, so they are kept under
-``cache_dir("eval")`` as one ``.npz`` (scores and sample ids) written atomically.
-The key also holds a hash of the predictor code.  A file that cannot be read,
-or whose ids do not match the samples, is a miss.
+A model's outputs on one condition of one split never change while neither the
+model file, the dataset nor the input contract changes, so they are kept under
+``cache_dir("eval")`` as one ``.npz`` (every output tensor and the sample ids)
+written atomically.  The key also holds a hash of the predictor and contract code.
+A file that cannot be read, or whose ids do not match the samples, is a miss.
 """
 
 from __future__ import annotations
@@ -16,19 +16,20 @@ import numpy as np
 
 from .._io import atomic_path, cache_dir, sha256_file, stable_hash
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @lru_cache(maxsize=1)
 def _predictor_code() -> str:
     """Scores depend on how models are run: a change to the predictors invalidates the cache."""
-    from ..models import predict
-    return sha256_file(predict.__file__)[:16]
+    from ..models import contract, predict
+    return sha256_file(predict.__file__)[:16] + sha256_file(contract.__file__)[:16]
 
 
-def cache_key(model_sha256: str, dataset_hash: str, split: str, condition: str) -> str:
+def cache_key(model_sha256: str, dataset_hash: str, split: str, condition: str, *,
+              contract: dict | None = None) -> str:
     return stable_hash({"model": model_sha256, "dataset": dataset_hash, "split": split, "condition": condition,
-                        "version": CACHE_VERSION, "code": _predictor_code()})[:32]
+                        "version": CACHE_VERSION, "code": _predictor_code(), "contract": contract})[:32]
 
 
 def cache_path(key: str) -> Path:
@@ -55,4 +56,30 @@ def save_scores(key: str, ids: np.ndarray, scores: np.ndarray) -> Path:
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as handle:
             np.savez(handle, scores=np.asarray(scores, np.float32), ids=np.asarray(ids).astype(str))
+    return path
+
+
+def load_outputs(key: str, ids: np.ndarray) -> list[np.ndarray] | None:
+    """Every cached output tensor for these sample ids, or ``None`` (a miss)."""
+    path = cache_path(key)
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            cached_ids = data["ids"]
+            n = int(data["n_outputs"])
+            outputs = [data[f"out{k}"].astype(np.float32) for k in range(n)]
+    except (OSError, ValueError, KeyError):
+        return None
+    if cached_ids.shape != ids.shape or not np.array_equal(cached_ids.astype(str), np.asarray(ids).astype(str)):
+        return None
+    return outputs
+
+
+def save_outputs(key: str, ids: np.ndarray, outputs: list[np.ndarray]) -> Path:
+    path = cache_path(key)
+    arrays = {f"out{k}": np.asarray(o, np.float32) for k, o in enumerate(outputs)}
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, n_outputs=np.int64(len(outputs)), ids=np.asarray(ids).astype(str), **arrays)
     return path

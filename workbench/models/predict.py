@@ -66,32 +66,45 @@ def dequantize_output(q: np.ndarray, scale: float, zero_point: int) -> np.ndarra
 
 
 class Predictor:
-    """A loaded model that maps float32 NHWC images to float32 scores ``(N, classes)``.
+    """A loaded model that maps images to float32 outputs.
+
+    ``predict(x)`` returns the first output as ``(N, values)``; ``predict_outputs(x)`` every
+    output tensor, in the model's order, each ``(N, values)`` (flattened per sample).
+    ``x`` is pixels (float32 NHWC in [0, 1], or uint8) when the predictor has an input
+    ``contract`` (:class:`~workbench.models.contract.InputContract`): each batch then goes
+    through ``contract.apply``; without one, ``x`` is fed as it is (float32 model inputs).
+    ``x`` may be any sequence of images that slices into arrays (a lazy dataset view): it is
+    read one batch at a time.
 
     Attributes: ``path``, ``format``, ``input_shape`` (per-sample shape the model takes,
     ``None`` for a free dimension, in the dataset's NHWC layout), ``input_dtype``,
-    ``mode`` (``"batched"`` or ``"per-sample"``, known after the first ``predict``).
+    ``mode`` (``"batched"`` or ``"per-sample"``, known after the first ``predict``),
+    ``contract``, ``n_outputs``.
     """
 
     format = "?"
 
-    def __init__(self, path: str, *, batch_size: int = DEFAULT_BATCH, num_threads: int | None = None):
+    def __init__(self, path: str, *, batch_size: int = DEFAULT_BATCH, num_threads: int | None = None,
+                 contract: Any = None):
         self.path = str(path)
         self.batch_size = int(batch_size)
         self.num_threads = int(num_threads or os.cpu_count() or 1)
         self.input_shape: tuple[int | None, ...] = ()
         self.input_dtype = "float32"
         self.mode: str | None = None
+        self.contract = contract
+        self.n_outputs = 1
+        self.output_names: tuple[str, ...] = ()
         self._batched_ready: bool | None = None   # None: not tried yet
 
     # -- what backends provide -------------------------------------------------------------
-    def _run_one(self, x1: np.ndarray) -> np.ndarray:           # (1, ...) -> (1, C)
+    def _run_one(self, x1: np.ndarray) -> list[np.ndarray]:     # (1, ...) -> [(1, V0), (1, V1), ...]
         raise NotImplementedError
 
     def _open_batched(self) -> bool:                             # build the batch path; False if impossible
         return False
 
-    def _run_batch(self, xb: np.ndarray) -> np.ndarray:          # (B, ...) -> (B, C), B <= batch_size
+    def _run_batch(self, xb: np.ndarray) -> list[np.ndarray]:   # (B, ...) -> [(B, V0), ...], B <= batch_size
         raise NotImplementedError
 
     # -- the shared pipeline ---------------------------------------------------------------
@@ -105,26 +118,50 @@ class Predictor:
                              "(load_dataset(..., resize=(height, width))).")
         return x
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """float32 scores ``(N, classes)`` for float32 NHWC images ``x`` in [0, 1]."""
-        x = self.check_input(x)
-        if len(x) == 0:
+    def prepare(self, x: Any, ids: Any = None) -> np.ndarray:
+        """One batch of images -> model inputs (the contract, then the shape check)."""
+        if self.contract is not None:
+            x = self.contract.apply(np.asarray(x), ids=ids, where=self.path)
+        return self.check_input(x)
+
+    def predict(self, x: Any, *, ids: Any = None) -> np.ndarray:
+        """float32 ``(N, values)`` of the first output for the images ``x``."""
+        return self.predict_outputs(x, ids=ids)[0]
+
+    def predict_outputs(self, x: Any, *, ids: Any = None) -> list[np.ndarray]:
+        """Every output tensor, ``[(N, V0), (N, V1), ...]`` float32, for the images ``x``."""
+        n = len(x)
+        if n == 0:
             raise ModelError(f"{self.path}: nothing to predict (0 images).")
-        first = None
+        step = self.batch_size
+        ids_of = (lambda a, b: None) if ids is None else (lambda a, b: ids[a:b])  # noqa: E731
+        parts: list[list[np.ndarray]] = []
+        start = 0
         if self._batched_ready is None:
-            first = self._try_batched(x[:self.batch_size])
+            first_in = self.prepare(x[:step], ids_of(0, step))
+            first = self._try_batched(first_in)
             self._batched_ready = first is not None
             self.mode = "batched" if self._batched_ready else "per-sample"
-        if self._batched_ready:
-            out = [first] if first is not None else []
-            for start in range(len(out) * self.batch_size, len(x), self.batch_size):
-                out.append(self._run_batch(x[start:start + self.batch_size]))
-            return np.concatenate(out).astype(np.float32, copy=False)
-        return np.concatenate([self._run_one(x[i:i + 1]) for i in range(len(x))]).astype(np.float32)
+            if first is not None:
+                parts.append(first)
+                start = len(first_in)
+            else:
+                parts.append(self._per_sample(first_in))
+                start = len(first_in)
+        for b in range(start, n, step):
+            xb = self.prepare(x[b:b + step], ids_of(b, b + step))
+            parts.append(self._run_batch(xb) if self._batched_ready else self._per_sample(xb))
+        if len(parts) == 1:
+            return [np.asarray(o, np.float32) for o in parts[0]]
+        return [np.concatenate([p[k] for p in parts]).astype(np.float32, copy=False) for k in range(len(parts[0]))]
 
-    def _try_batched(self, first: np.ndarray) -> np.ndarray | None:
+    def _per_sample(self, xb: np.ndarray) -> list[np.ndarray]:
+        runs = [self._run_one(xb[i:i + 1]) for i in range(len(xb))]
+        return [np.concatenate([r[k] for r in runs]).astype(np.float32) for k in range(len(runs[0]))]
+
+    def _try_batched(self, first: np.ndarray) -> list[np.ndarray] | None:
         """Open the batch path and run the first batch; its first samples are checked against
-        one-sample runs of the original model.  Returns the first batch's scores, or ``None``."""
+        one-sample runs of the original model.  Returns the first batch's outputs, or ``None``."""
         try:
             if not self._open_batched():
                 return None
@@ -132,18 +169,21 @@ class Predictor:
         except Exception:  # noqa: BLE001 - a twin that cannot run means: run per sample
             return None
         probe = first[:_VERIFY_SAMPLES]
-        single = np.concatenate([self._run_one(probe[i:i + 1]) for i in range(len(probe))])
-        scale = float(np.max(np.abs(single))) + 1e-6
-        head = batched[:len(probe)]
-        if batched.shape != (len(first), single.shape[1]) or not np.allclose(
-                head, single, rtol=1e-3, atol=1e-3 * scale + self._atol()):
+        single = self._per_sample(probe)
+        agree = len(batched) == len(single)
+        for k, (b, s) in enumerate(zip(batched, single)):
+            scale = float(np.max(np.abs(s))) + 1e-6
+            if b.shape != (len(first), s.shape[1]) or not np.allclose(
+                    b[:len(probe)], s, rtol=1e-3, atol=1e-3 * scale + self._atol(k)):
+                agree = False
+        if not agree:
             warnings.warn(f"{self.path}: the batch-free twin of this batch-1 model disagrees with one-sample "
                           "runs; evaluating one sample at a time (slower, same numbers as the file).",
                           WorkbenchWarning, stacklevel=3)
             return None
         return batched
 
-    def _atol(self) -> float:
+    def _atol(self, k: int = 0) -> float:
         return 0.0
 
     def __repr__(self) -> str:
@@ -169,11 +209,14 @@ class TFLitePredictor(Predictor):
         if len(inputs) != 1:
             raise ModelError(f"{path}: the model has {len(inputs)} inputs "
                              f"({', '.join(i['name'] for i in inputs)}); evaluation feeds one image tensor.")
-        self._in, self._out = inputs[0], outputs[0]
+        self._in, self._outs = inputs[0], outputs
         self.input_shape = tuple(None if d < 0 else int(d) for d in self._in["shape_signature"][1:])
         self.input_dtype = np.dtype(self._in["dtype"]).name
+        self.output_dtypes = tuple(np.dtype(o["dtype"]).name for o in outputs)
         self._in_q = self._quant(self._in)
-        self._out_q = self._quant(self._out)
+        self._out_qs = [self._quant(o) for o in outputs]
+        self.n_outputs = len(outputs)
+        self.output_names = tuple(o["name"] for o in outputs)
         self._batch_interp = None
         self._batch_rows = 0
 
@@ -186,22 +229,27 @@ class TFLitePredictor(Predictor):
                              "without quantization parameters; cannot map images to it.")
         return float(scale), int(zp)
 
-    def _atol(self) -> float:
-        return 2.0 * self._out_q[0] if self._out_q else 0.0
+    def _atol(self, k: int = 0) -> float:
+        q = self._out_qs[k] if k < len(self._out_qs) else None
+        return 2.0 * q[0] if q else 0.0
 
     def _prepare(self, x: np.ndarray) -> np.ndarray:
         if self._in_q:
             return quantize_input(x, *self._in_q, np.dtype(self._in["dtype"]))
         return x.astype(self._in["dtype"], copy=False)
 
-    def _finish(self, y: np.ndarray) -> np.ndarray:
-        y = y.reshape(len(y), -1)
-        return dequantize_output(y, *self._out_q) if self._out_q else y.astype(np.float32)
+    def _finish(self, interp: Any, n: int) -> list[np.ndarray]:
+        out = []
+        for detail, q in zip(self._outs, self._out_qs):
+            y = interp.get_tensor(detail["index"])[:n]
+            y = y.reshape(len(y), -1)
+            out.append(dequantize_output(y, *q) if q else y.astype(np.float32))
+        return out
 
-    def _run_one(self, x1: np.ndarray) -> np.ndarray:
+    def _run_one(self, x1: np.ndarray) -> list[np.ndarray]:
         self._one.set_tensor(self._in["index"], self._prepare(x1))
         self._one.invoke()
-        return self._finish(self._one.get_tensor(self._out["index"]))
+        return self._finish(self._one, 1)
 
     def _open_batched(self) -> bool:
         content = self._content
@@ -219,17 +267,18 @@ class TFLitePredictor(Predictor):
         interp.allocate_tensors()
         self._batch_rows = rows
 
-    def _run_batch(self, xb: np.ndarray) -> np.ndarray:
+    def _run_batch(self, xb: np.ndarray) -> list[np.ndarray]:
         n = len(xb)
+        xq = self._prepare(xb)
         if n != self._batch_rows:
             if n < self._batch_rows and self._batch_rows == self.batch_size:
-                xb = np.concatenate([xb, np.zeros((self._batch_rows - n, *xb.shape[1:]), xb.dtype)])
+                xq = np.concatenate([xq, np.zeros((self._batch_rows - n, *xq.shape[1:]), xq.dtype)])
             else:
                 self._resize(n)
         interp = self._batch_interp
-        interp.set_tensor(self._in["index"], self._prepare(xb))
+        interp.set_tensor(self._in["index"], xq)
         interp.invoke()
-        return self._finish(interp.get_tensor(self._out["index"]))[:n]
+        return self._finish(interp, n)
 
 
 def batch_free_tflite(content: bytes) -> bytes | None:
@@ -307,6 +356,8 @@ class OnnxPredictor(Predictor):
                              "with float inputs (QDQ models keep float inputs: quantize with the ORT backend "
                              "and its default QDQ format).")
         self._in_name = inp.name
+        self.output_names = tuple(o.name for o in self._one.get_outputs())
+        self.n_outputs = len(self.output_names)
         dims = [d if isinstance(d, int) and d > 0 else None for d in inp.shape]
         self._dims = dims
         self._nchw = False
@@ -333,8 +384,8 @@ class OnnxPredictor(Predictor):
     def _feed(self, x: np.ndarray) -> dict[str, np.ndarray]:
         return {self._in_name: np.ascontiguousarray(x.transpose(0, 3, 1, 2) if self._nchw else x)}
 
-    def _run_one(self, x1: np.ndarray) -> np.ndarray:
-        return np.asarray(self._one.run(None, self._feed(x1))[0], np.float32).reshape(1, -1)
+    def _run_one(self, x1: np.ndarray) -> list[np.ndarray]:
+        return [np.asarray(o, np.float32).reshape(1, -1) for o in self._one.run(None, self._feed(x1))]
 
     def _open_batched(self) -> bool:
         if self._dims and self._dims[0] is None:
@@ -346,9 +397,8 @@ class OnnxPredictor(Predictor):
         self._batch_session = self._session(content)
         return True
 
-    def _run_batch(self, xb: np.ndarray) -> np.ndarray:
-        out = self._batch_session.run(None, self._feed(xb))[0]
-        return np.asarray(out, np.float32).reshape(len(xb), -1)
+    def _run_batch(self, xb: np.ndarray) -> list[np.ndarray]:
+        return [np.asarray(o, np.float32).reshape(len(xb), -1) for o in self._batch_session.run(None, self._feed(xb))]
 
 
 def batch_free_onnx(path: str) -> bytes | None:
@@ -412,11 +462,18 @@ class KerasPredictor(Predictor):
                              "image tensor.")
         shape = tuple(self._model.inputs[0].shape)
         self._fixed_batch = shape[0]
+        self.n_outputs = len(self._model.outputs)
+        self.output_names = tuple(getattr(o, "name", f"output_{i}") for i, o in enumerate(self._model.outputs))
         self.input_shape = tuple(None if d is None else int(d) for d in shape[1:])
         self._free = None
 
-    def _run_one(self, x1: np.ndarray) -> np.ndarray:
-        return np.asarray(self._model(x1, training=False), np.float32).reshape(1, -1)
+    @staticmethod
+    def _outputs(y: Any, n: int) -> list[np.ndarray]:
+        ys = list(y.values()) if isinstance(y, dict) else list(y) if isinstance(y, (list, tuple)) else [y]
+        return [np.asarray(o, np.float32).reshape(n, -1) for o in ys]
+
+    def _run_one(self, x1: np.ndarray) -> list[np.ndarray]:
+        return self._outputs(self._model(x1, training=False), 1)
 
     def _open_batched(self) -> bool:
         if self._fixed_batch is None:
@@ -436,8 +493,8 @@ class KerasPredictor(Predictor):
         self._free = free
         return True
 
-    def _run_batch(self, xb: np.ndarray) -> np.ndarray:
-        return np.asarray(self._free(xb, training=False), np.float32).reshape(len(xb), -1)
+    def _run_batch(self, xb: np.ndarray) -> list[np.ndarray]:
+        return self._outputs(self._free(xb, training=False), len(xb))
 
 
 # -- SavedModel ------------------------------------------------------------------------------
@@ -466,12 +523,14 @@ class SavedModelPredictor(Predictor):
         dims = spec.shape.as_list()
         self._batch_dim = dims[0]
         self.input_shape = tuple(dims[1:])
-        self._out_key = sorted(self._fn.structured_outputs)[0]
+        self._out_keys = sorted(self._fn.structured_outputs)
+        self.n_outputs = len(self._out_keys)
+        self.output_names = tuple(self._out_keys)
 
-    def _call(self, x: np.ndarray) -> np.ndarray:
+    def _call(self, x: np.ndarray) -> list[np.ndarray]:
         import tensorflow as tf
-        out = self._fn(**{self._in_name: tf.constant(x)})[self._out_key]
-        return np.asarray(out, np.float32).reshape(len(x), -1)
+        out = self._fn(**{self._in_name: tf.constant(x)})
+        return [np.asarray(out[k], np.float32).reshape(len(x), -1) for k in self._out_keys]
 
     def _run_one(self, x1: np.ndarray) -> np.ndarray:
         return self._call(x1)
@@ -487,9 +546,14 @@ _BACKENDS = {"tflite": TFLitePredictor, "onnx": OnnxPredictor, "keras": KerasPre
              "saved_model": SavedModelPredictor}
 
 
-def load_predictor(model: Any, *, batch_size: int = DEFAULT_BATCH, num_threads: int | None = None) -> Predictor:
-    """A :class:`Predictor` for a model path, a ``QuantizedModel``-like or a ``ReferenceModel``-like."""
+def load_predictor(model: Any, *, batch_size: int = DEFAULT_BATCH, num_threads: int | None = None,
+                   contract: Any = None) -> Predictor:
+    """A :class:`Predictor` for a model path, a ``QuantizedModel``-like or a ``ReferenceModel``-like.
+
+    ``contract``: an :class:`~workbench.models.contract.InputContract` applied to every batch
+    (``predict`` then takes pixels); ``None`` feeds ``x`` as it is.
+    """
     from .._validation import check_positive_int
     check_positive_int("batch_size", batch_size, error=ModelError)
     path = resolve_model_path(model)
-    return _BACKENDS[model_format(path)](path, batch_size=batch_size, num_threads=num_threads)
+    return _BACKENDS[model_format(path)](path, batch_size=batch_size, num_threads=num_threads, contract=contract)
