@@ -1,0 +1,172 @@
+"""Every trap of the zoo raises its finding, with the evidence that names what went wrong."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from workbench.findings import CATALOGUE, Findings
+
+from .zoo import TRAPS
+
+
+def _run(name: str, root) -> Findings:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TRAPS[name][1](root)
+
+
+def _one(name: str, root):
+    code = TRAPS[name][0]
+    found = _run(name, root).with_code(code)
+    assert found, f"trap {name}: no {code} finding"
+    f = found.items[0]
+    assert f.severity in ("warning", "error") and f.stage == CATALOGUE[code].stage and f.next_step
+    assert Findings.from_dict(found.to_dict()) == found
+    return f
+
+
+def test_every_trap_has_a_catalogue_code_and_every_warning_code_a_trap():
+    assert {code for code, _ in TRAPS.values()} <= set(CATALOGUE)
+    covered = {code for code, _ in TRAPS.values()}
+    missing = [c for c, e in CATALOGUE.items() if e.severity != "info" and c not in covered]
+    assert not missing, f"finding codes without a trap: {missing}"
+
+
+def test_onnx_qdq_float_op_named(zoo_root):
+    f = _one("onnx-qdq-float-op", zoo_root)
+    assert f.evidence["format"] == "onnx"
+    assert [(o["op"], o["name"]) for o in f.evidence["ops"]] == [("Sin", "sin")]
+    assert "Sin #" in f.message and f.severity == "error"
+
+
+def test_onnx_qdq_float_op_is_refused_by_a_full_integer_recipe(zoo_root):
+    from workbench.errors import QuantizationError
+    from workbench.quantize.engine import quantize
+
+    from .zoo import _nchw_calibration, _onnx_model, _shared
+    model = _shared(zoo_root, "sin.onnx", lambda p: _onnx_model(p, middle="Sin"))
+    with pytest.raises(QuantizationError, match="Sin #"):
+        quantize(model, "a8w8_pc", _nchw_calibration(), backend="onnx", cache=False)
+
+
+def test_per_tensor_collapse_names_the_layer_and_what_the_target_allows(zoo_root):
+    f = _one("per-tensor-collapse", zoo_root)
+    (layer,) = f.evidence["layers"]
+    assert layer["name"] == "depthwise" and layer["channels"] == 8 and layer["collapsed_channels"] >= 3
+    assert layer["levels_max"] == 127 and layer["levels_min"] <= 4
+    assert "a8w8_pt+cle" in f.message and "a8w8_pt+cle" in f.next_step
+
+
+def test_per_channel_spread_is_info_only(zoo_root):
+    found = _run("per-tensor-collapse", zoo_root)   # warm the shared model
+    from .zoo import trap_channel_range_spread
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spread = trap_channel_range_spread(zoo_root)
+    (f,) = spread.with_code("quantize.channel-range-spread")
+    assert f.severity == "info" and f.evidence["layers"][0]["scale_ratio"] >= 100
+    assert not spread.at_least("warning") and found
+
+
+def test_dynamic_batch(zoo_root):
+    f = _one("dynamic-batch", zoo_root)
+    assert f.evidence["inputs"] == [{"tensor": "x", "shape": [None, 1, 8, 8], "dynamic_axes": [0]}]
+
+
+@pytest.mark.parametrize("name", ["manifest-sha-mismatch", "toolchain-drift"])
+def test_deployment_traps(zoo_root, name):
+    f = _one(name, zoo_root)
+    if name == "manifest-sha-mismatch":
+        assert f.evidence["file_sha256"] != f.evidence["manifest_sha256"] and f.severity == "error"
+    else:
+        assert f.evidence["versions"]["onnxruntime"]["manifest"] == "1.16.3"
+
+
+def test_calibration_missing_condition():
+    f = _one("condition-missing", None)
+    assert f.evidence["missing"] == ["night"] and f.evidence["pool"] == {"night": 0}
+
+
+def test_calibration_under_represented():
+    f = _one("condition-under-represented", None)
+    (row,) = f.evidence["conditions"]
+    assert row["condition"] == "night" and row["share"] < 0.25 * row["target_share"] * 2
+
+
+def test_calibration_too_small():
+    f = _one("calibration-too-small", None)
+    assert f.evidence["n"] == 60 and f.evidence["recommended_min"] == 200
+
+
+def test_calibration_test_ids():
+    f = _one("calibration-test-ids", None)
+    assert f.evidence["n_test_ids"] == 5 and f.evidence["checked_against"] == "dataset splits"
+    assert f.severity == "error"
+
+
+def test_calibration_duplicates():
+    f = _one("calibration-duplicates", None)
+    assert f.evidence["duplicates"] == {"cal-day-7": 4} and f.evidence["n_unique"] == 197
+
+
+def test_calibration_hash_mismatch(tmp_path):
+    f = _one("calibration-hash-mismatch", tmp_path)
+    assert f.evidence["stored_hash"] != f.evidence["computed_hash"] and f.evidence["n_ids"] == 200
+
+
+@pytest.mark.parametrize("name", ["cold-start", "still-falling", "too-few-runs", "board-placement-mismatch",
+                                  "board-int8-disagreement"])
+def test_timing_and_board_traps(name):
+    f = _one(name, None)
+    ev = f.evidence
+    if name == "cold-start":
+        assert ev["runs"][0]["run"] == 0 and ev["runs"][0]["us"] > 1000 * ev["median_us"]
+    elif name == "too-few-runs":
+        assert ev["n_runs"] == 20 and ev["min_runs"] == 100
+    elif name == "still-falling":
+        assert "first-quarter median" in ev["detail"]
+    elif name == "board-placement-mismatch":
+        assert ev["ops"][0]["op"] == "MEAN" and ev["ops"][0]["measured"] == "CPU"
+    else:
+        assert ev["conditions"][0]["condition"] == "low-light" and ev["conditions"][0]["agreement"] == 0.52
+
+
+def test_tflite_float_op_and_qdq_inside(zoo_root):
+    f = _one("tflite-float-op", zoo_root)
+    assert [o["op"] for o in f.evidence["ops"]] == ["SIN"] and f.evidence["format"] == "tflite"
+    q = _one("tflite-qdq-inside", zoo_root)
+    assert {o["op"] for o in q.evidence["ops"]} == {"QUANTIZE", "DEQUANTIZE"}
+
+
+def test_cpu_island(zoo_root):
+    f = _one("cpu-island", zoo_root)
+    assert "SIN" in [o["op"] for o in f.evidence["ops"]] and f.evidence["first"] <= f.evidence["last"]
+
+
+def test_per_channel_on_imx8mp(zoo_root):
+    f = _one("per-channel-imx8mp", zoo_root)
+    assert f.evidence["check"] == "vx.model.per_channel" and f.target == "imx8mp"
+
+
+def test_int16_on_8bit_target(zoo_root):
+    f = _one("int16-on-8bit", zoo_root)
+    assert f.evidence["int16_ops"] >= 1 and any(o["op"] == "FULLY_CONNECTED" for o in f.evidence["ops"])
+
+
+def test_bsp_compiler(zoo_root):
+    f = _one("bsp-compiler", zoo_root)
+    assert f.evidence["ops"][0]["bsp_compiler"] == "bsp-older"
+
+
+def test_clipping(zoo_root):
+    f = _one("clipping", zoo_root)
+    assert f.evidence["condition"] == "glare" and f.evidence["worst_clip_rate"] > f.evidence["clip_threshold"]
+    assert f.evidence["calibration_samples"] == 0
+
+
+@pytest.mark.slow
+def test_input_contract(zoo_root):
+    f = _one("input-contract", zoo_root)
+    assert f.evidence["n_classes"] == 10 and max(f.evidence["fp32_accuracy"].values()) < f.evidence["threshold"]

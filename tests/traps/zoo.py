@@ -1,0 +1,470 @@
+"""The trap zoo: one constructed model, dataset, calibration file or run result per silent failure.
+
+Each trap builds its bait in a folder (small: seconds), runs the workbench's own stage code on it
+and returns the :class:`~workbench.findings.Findings` the workbench reports.  ``TRAPS`` maps a trap
+name to ``(expected code, build)``; the tests in this folder assert the code and its evidence, and
+``benchmarks/bench_traps.py`` counts how many traps are flagged and how many clean models raise a
+false alarm (a finding of severity warning or above).
+
+Timing and board traps build the result a runner returns from recorded-style numbers (no board
+exists here); every other trap runs the real converter, quantizer, inspector or placement rules.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workbench.findings import Findings, findings_for
+from workbench.quantize.engine import (
+    quantize,  # not wb.quantize: importing workbench.quantize.* rebinds that name
+)
+
+H = W = 8
+
+
+# -- shared bait ---------------------------------------------------------------------------------------
+def _shared(root: Path, name: str, build: Callable[[Path], Any]) -> Path:
+    """``root/_shared/name``, built once per zoo folder."""
+    path = root / "_shared" / name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
+        build(tmp)
+        tmp.rename(path)
+    return path
+
+
+def calibration_images(n: int = 60, seed: int = 0, shape: tuple[int, ...] = (H, W, 1)) -> np.ndarray:
+    return np.random.default_rng(seed).random((n, *shape)).astype(np.float32)
+
+
+def _onnx_model(path: Path, *, middle: str | None = None, depthwise_spread: float | None = None,
+                batch: Any = 1) -> None:
+    """A small ONNX CNN (NCHW 1x1x8x8): Conv -> [middle op] -> Conv(depthwise) -> Conv.
+
+    ``depthwise_spread``: the depthwise conv's per-channel weight ranges span this factor.
+    ``batch``: ``"N"`` gives a dynamic batch dimension."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    c = 8
+    w1 = rng.normal(0, 0.5, size=(c, 1, 3, 3)).astype(np.float32)
+    dw = rng.normal(0, 0.5, size=(c, 1, 3, 3)).astype(np.float32)
+    if depthwise_spread:
+        dw *= np.geomspace(1.0, 1.0 / depthwise_spread, c).astype(np.float32)[:, None, None, None]
+    w3 = rng.normal(0, 0.3, size=(4, c, 1, 1)).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (dw, "dw"), (w3, "w3"))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1")]
+    src = "r1"
+    if middle:
+        nodes.append(helper.make_node(middle, [src], ["m"], name=middle.lower()))
+        src = "m"
+    nodes += [helper.make_node("Conv", [src, "dw"], ["c2"], pads=[1, 1, 1, 1], group=c, name="depthwise"),
+              helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+              helper.make_node("Conv", ["r2", "w3"], ["y"], name="conv3")]
+    graph = helper.make_graph(nodes, "trap", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 1, H, W])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4, H, W])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def _nchw_calibration() -> np.ndarray:
+    return calibration_images(shape=(1, H, W))
+
+
+def _saved_model_sin(path: Path) -> None:
+    """A SavedModel: conv -> SIN -> conv -> mean (TFLite has no integer SIN kernel)."""
+    import tensorflow as tf
+    rng = np.random.default_rng(0)
+
+    class Net(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w1 = tf.Variable(rng.normal(0, 0.5, (3, 3, 1, 8)).astype(np.float32))
+            self.w2 = tf.Variable(rng.normal(0, 0.3, (3, 3, 8, 8)).astype(np.float32))
+            self.w3 = tf.Variable(rng.normal(0, 0.3, (3, 3, 8, 4)).astype(np.float32))
+
+        @tf.function(input_signature=[tf.TensorSpec([1, H, W, 1], tf.float32, name="image")])
+        def __call__(self, x):
+            y = tf.nn.relu(tf.nn.conv2d(x, self.w1, 1, "SAME"))
+            y = tf.nn.relu(tf.nn.conv2d(y, self.w2, 1, "SAME"))
+            y = tf.sin(y)
+            y = tf.nn.relu(tf.nn.conv2d(y, self.w3, 1, "SAME"))
+            return {"y": y}
+
+    net = Net()
+    tf.saved_model.save(net, str(path), signatures={"serving_default": net.__call__})
+
+
+def _keras_small(path: Path) -> None:
+    """A Keras CNN: conv -> depthwise conv -> pool -> dense (every op the three NPUs run)."""
+    import keras
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((H, W, 1), batch_size=1, name="image")
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    x = keras.layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    out = keras.layers.Dense(4)(x)
+    path.mkdir()
+    keras.Model(inp, out).save(path / "model.keras")
+
+
+def _quantized(root: Path, name: str, source: Callable[[Path], Path], recipe: Any, **kw: Any) -> Any:
+    out = root / "_shared" / f"q-{name}"
+    q = quantize(source(root), recipe, calibration_images(), output=out, **kw)
+    return q
+
+
+def sin_saved_model(root: Path) -> Path:
+    return _shared(root, "sin_savedmodel", _saved_model_sin)
+
+
+def keras_small(root: Path) -> Path:
+    return _shared(root, "keras_small", _keras_small) / "model.keras"
+
+
+def tflite_sin_int8(root: Path) -> Any:
+    """The SIN model through the TFLite converter, float fallback allowed (what an 'INT8' export does)."""
+    from workbench.quantize.recipe import get_recipe
+    return _quantized(root, "tflite-sin", sin_saved_model, get_recipe("a8w8_pc", allow_float_fallback=True))
+
+
+# -- the traps -----------------------------------------------------------------------------------------
+def trap_tflite_float_op(root: Path) -> Findings:
+    return findings_for(tflite_sin_int8(root), target="imx93")
+
+
+def trap_tflite_qdq_inside(root: Path) -> Findings:
+    return findings_for(tflite_sin_int8(root), target="imx93")
+
+
+def trap_onnx_qdq_float_op(root: Path) -> Findings:
+    from workbench.quantize.recipe import get_recipe
+    model = _shared(root, "sin.onnx", lambda p: _onnx_model(p, middle="Sin"))
+    q = quantize(model, get_recipe("a8w8_pc", backend="onnx", allow_float_fallback=True), _nchw_calibration(),
+                    output=root / "onnx-sin")
+    return findings_for(q, target="imx93")
+
+
+def trap_per_tensor_collapse(root: Path) -> Findings:
+    model = _shared(root, "spread.onnx", lambda p: _onnx_model(p, depthwise_spread=1000.0))
+    q = quantize(model, "a8w8_pt", _nchw_calibration(), backend="onnx", output=root / "onnx-pt")
+    return findings_for(q, target="imx8mp")
+
+
+def trap_channel_range_spread(root: Path) -> Findings:
+    model = _shared(root, "spread.onnx", lambda p: _onnx_model(p, depthwise_spread=1000.0))
+    q = quantize(model, "a8w8_pc", _nchw_calibration(), backend="onnx", output=root / "onnx-pc")
+    return findings_for(q, target="imx93")
+
+
+def trap_dynamic_batch(root: Path) -> Findings:
+    import workbench as wb
+    model = _shared(root, "dynamic.onnx", lambda p: _onnx_model(p, batch="N"))
+    return findings_for(wb.inspect_model(model), target="imx95")
+
+
+def _per_channel_tflite(root: Path) -> Any:
+    return _quantized(root, "keras-pc", keras_small, "a8w8_pc")
+
+
+def trap_per_channel_imx8mp(root: Path) -> Findings:
+    import workbench as wb
+    q = _per_channel_tflite(root)
+    return findings_for(wb.analyze_placement(q.path, "imx8mp"), target="imx8mp")
+
+
+def trap_int16_on_8bit(root: Path) -> Findings:
+    import workbench as wb
+    q = _quantized(root, "keras-16x8", keras_small, "a16w8_pc")
+    return findings_for(wb.analyze_placement(q.path, "imx8mp"), target="imx8mp")
+
+
+def trap_cpu_island(root: Path) -> Findings:
+    import workbench as wb
+    q = tflite_sin_int8(root)
+    return findings_for(wb.analyze_placement(q.path, "imx95"), target="imx95")
+
+
+def trap_bsp_compiler(root: Path) -> Findings:
+    """The placement report of a model the BSP's compiler partly leaves on the CPU.
+
+    Uses the comparison the placement stage records (``compiler_differences``) on a real report."""
+    import dataclasses
+
+    import workbench as wb
+    q = _per_channel_tflite(root)
+    report = wb.analyze_placement(q.path, "imx95")
+    op = report.ops[1]
+    diff = {"index": op.index, "type": op.type, "name": op.name, "bsp_placement": "CPU",
+            "newest_placement": "NPU", "bsp_version": "bsp-older", "newest_version": "newest"}
+    fields = {f.name for f in dataclasses.fields(report)}
+    if "compiler_differences" in fields:
+        report = dataclasses.replace(report, compiler_differences=(diff,))
+    else:  # the placement stage does not record the comparison yet: the rule reads the same data
+        report = _WithDifferences(report, (diff,))
+    from workbench.placement.findings import findings as placement_findings
+    return Findings(tuple(placement_findings(report, target="imx95")))
+
+
+class _WithDifferences:
+    """A placement report with the BSP-vs-newest compiler comparison attached."""
+
+    def __init__(self, report: Any, diffs: tuple[dict[str, Any], ...]) -> None:
+        self._report, self.compiler_differences = report, diffs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._report, name)
+
+
+
+# -- calibration -----------------------------------------------------------------------------------------
+def small_dataset(*, pool_conditions: dict[str, int], test_conditions: tuple[str, ...] = ("day", "night"),
+                  n_test: int = 20) -> Any:
+    """A synthetic dataset: a calibration pool with the given counts per condition and a test split."""
+    from workbench.data.dataset import Dataset
+    rng = np.random.default_rng(0)
+    rows = []
+    for cond, k in pool_conditions.items():
+        rows += [("calibration", cond, f"cal-{cond}-{i}") for i in range(k)]
+    for cond in test_conditions:
+        rows += [("test", cond, f"test-{cond}-{i}") for i in range(n_test)]
+    n = len(rows)
+    return Dataset(name="trap-data", x=rng.random((n, H, W, 1)).astype(np.float32), y=np.arange(n) % 2,
+                   condition=np.array([r[1] for r in rows]), split=np.array([r[0] for r in rows]),
+                   ids=np.array([r[2] for r in rows]), classes=("0", "1"), source="trap zoo")
+
+
+def _calibration_set(data: Any, ids: list[str]) -> Any:
+    from collections import Counter
+
+    from workbench.calibration.curate import CalibrationSet
+    cond = dict(zip(data.ids.tolist(), data.condition.tolist()))
+    counts = Counter(cond[i] for i in ids)
+    return CalibrationSet(sample_ids=tuple(ids), strategy="random", seed=0, n=len(ids), dataset=data.name,
+                          dataset_hash=data.hash, pool="calibration", conditions=dict(counts), classes={},
+                          pool_conditions=data.counts().get("calibration", {}),
+                          target_shares={c: 1 / len(data.conditions) for c in data.conditions})
+
+
+def trap_condition_missing(root: Path) -> Findings:
+    import warnings
+
+    import workbench as wb
+    data = small_dataset(pool_conditions={"day": 240})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = wb.curate_calibration_set(data, 200, strategy="random", condition_weights={"day": 0.7, "night": 0.3})
+    return findings_for(cal, dataset=data)
+
+
+def trap_condition_under_represented(root: Path) -> Findings:
+    import warnings
+
+    import workbench as wb
+    data = small_dataset(pool_conditions={"day": 380, "night": 20})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = wb.curate_calibration_set(data, 200, strategy="random")
+    return findings_for(cal, dataset=data)
+
+
+def trap_calibration_too_small(root: Path) -> Findings:
+    import warnings
+
+    import workbench as wb
+    data = small_dataset(pool_conditions={"day": 100, "night": 100})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = wb.curate_calibration_set(data, 60, strategy="stratified")
+    return findings_for(cal, dataset=data)
+
+
+def trap_calibration_test_ids(root: Path) -> Findings:
+    data = small_dataset(pool_conditions={"day": 200, "night": 200})
+    ids = [f"cal-day-{i}" for i in range(100)] + [f"cal-night-{i}" for i in range(95)] + \
+          [f"test-night-{i}" for i in range(5)]
+    return findings_for(_calibration_set(data, ids), dataset=data)
+
+
+def trap_calibration_duplicates(root: Path) -> Findings:
+    data = small_dataset(pool_conditions={"day": 200, "night": 200})
+    ids = [f"cal-day-{i}" for i in range(100)] + [f"cal-night-{i}" for i in range(97)] + ["cal-day-7"] * 3
+    return findings_for(_calibration_set(data, ids), dataset=data)
+
+
+def trap_calibration_hash_mismatch(root: Path) -> Findings:
+    from workbench.calibration.findings import file_findings
+    data = small_dataset(pool_conditions={"day": 200, "night": 200})
+    cal = _calibration_set(data, [f"cal-day-{i}" for i in range(100)] + [f"cal-night-{i}" for i in range(100)])
+    path = cal.save(root / "calibration.json")
+    record = json.loads(path.read_text())
+    record["sample_ids"][0] = "cal-night-150"          # hand-edited after curation
+    path.write_text(json.dumps(record))
+    return Findings(tuple(file_findings(path)))
+
+
+def trap_clipping(root: Path) -> Findings:
+    """Calibrated on dim images only; the deployment condition 'glare' is 4x brighter."""
+    import warnings
+
+    import workbench as wb
+    from workbench.data.dataset import Dataset
+    rng = np.random.default_rng(1)
+    n_cal, n_test = 64, 32
+    x = np.concatenate([rng.random((n_cal, H, W, 1)) * 0.2, rng.random((n_test, H, W, 1)) * 0.2,
+                        np.clip(rng.random((n_test, H, W, 1)) * 1.0, 0, 1)]).astype(np.float32)
+    cond = ["dim"] * (n_cal + n_test) + ["glare"] * n_test
+    split = ["calibration"] * n_cal + ["test"] * (2 * n_test)
+    data = Dataset(name="trap-glare", x=x, y=np.arange(len(x)) % 4, condition=np.array(cond),
+                   split=np.array(split), ids=np.array([f"s{i}" for i in range(len(x))]),
+                   classes=("0", "1", "2", "3"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = wb.curate_calibration_set(data, n_cal, strategy="random", condition_weights={"dim": 1.0})
+        audit = wb.audit_coverage(keras_small(root), cal, dataset=data, cache=False)
+    return findings_for(audit)
+
+
+# -- timing and board (results as a runner returns them; no board exists here) ---------------------------
+def _timing(runs_us: list[float], **kw: Any) -> Any:
+    from workbench.board.stats import still_falling, summarize_latencies
+    from workbench.board.timing import TimingResult
+    fields = {"model": "model.tflite", "model_sha256": "0" * 64, "runner": "benchmark_model", "where": "board evk",
+                  "on_board": True, "n_warmup": kw.pop("n_warmup", 10), "n_runs": len(runs_us),
+                  "latency_us": summarize_latencies(runs_us), "runs_us": tuple(runs_us), "board": "evk", "target": "imx8mp",
+                  "still_falling": still_falling(runs_us)}
+    fields.update(kw)
+    return TimingResult(**fields)
+
+
+def _steady(n: int, seed: int = 0) -> list[float]:
+    return list(2500.0 + np.random.default_rng(seed).normal(0, 20, n))
+
+
+def trap_cold_start(root: Path) -> Findings:
+    runs = _steady(200)
+    runs[0] = 4_625_131.0     # the VX delegate compiles the graph on the first invoke (npu-facts 1.1, A1)
+    return findings_for(_timing(runs, n_warmup=0), target="imx8mp")
+
+
+def trap_still_falling(root: Path) -> Findings:
+    runs = list(np.linspace(4000.0, 2500.0, 200) + np.random.default_rng(0).normal(0, 20, 200))
+    return findings_for(_timing(runs, n_warmup=1), target="imx8mp")
+
+
+def trap_too_few_runs(root: Path) -> Findings:
+    return findings_for(_timing(_steady(20)), target="imx8mp")
+
+
+def trap_board_placement_mismatch(root: Path) -> Findings:
+    from workbench.board.timing import PlacementMismatch
+    mismatch = PlacementMismatch(op="MEAN", predicted="NPU", measured="CPU",
+                                 evidence="op profiling row 'MEAN' on the CPU", count=1)
+    return findings_for(_timing(_steady(200), placement_mismatches=(mismatch,)), target="imx8mp")
+
+
+def trap_board_int8_disagreement(root: Path) -> Findings:
+    from workbench.board.accuracy import BoardAccuracy, BoardAccuracyRow
+    rows = (BoardAccuracyRow("daylight", 100, 0.99, 0.98, 0.98, 1.0, False),
+            BoardAccuracyRow("low-light", 100, 0.72, 0.70, 0.41, 0.52, True))
+    acc = BoardAccuracy(rows=rows, where="board evk via libvx_delegate.so", min_agreement=0.95)
+    return findings_for(_timing(_steady(200), accuracy=acc), target="imx8mp")
+
+
+# -- deployment ---------------------------------------------------------------------------------------------
+def _clean_onnx_quantized(root: Path, name: str) -> Any:
+    model = _shared(root, "clean.onnx", lambda p: _onnx_model(p))
+    return quantize(model, "a8w8_pc", _nchw_calibration(), backend="onnx", output=root / name)
+
+
+def trap_manifest_sha_mismatch(root: Path) -> Findings:
+    q = _clean_onnx_quantized(root, "deployed")
+    other = quantize(_shared(root, "clean.onnx", lambda p: _onnx_model(p)), "a8w8_pt", _nchw_calibration(),
+                     backend="onnx", output=root / "other")
+    shutil.copyfile(other.path, q.path)   # the file on the device is not the one the manifest describes
+    return findings_for(q, target="imx93")
+
+
+def trap_toolchain_drift(root: Path) -> Findings:
+    q = _clean_onnx_quantized(root, "drift")
+    manifest = json.loads(Path(q.manifest_path).read_text())
+    manifest["toolchain"]["onnxruntime"] = "1.16.3"
+    Path(q.manifest_path).write_text(json.dumps(manifest))
+    return findings_for(q, target="imx93")
+
+
+def trap_input_contract(root: Path) -> Findings:
+    """A model fed images of the wrong polarity (white ink on black; trained on dark ink on bright
+    paper): every pixel is in range, so no contract check refuses it, but FP32 falls to chance."""
+    import workbench as wb
+    from workbench.data.dataset import Dataset
+    ref = wb.reference_model()
+    data = wb.load_dataset("digits-conditions").select(split="test", condition=("daylight", "low-light"))
+    wrong = Dataset(name="digits-inverted", x=1.0 - data.x, y=data.y, condition=data.condition, split=data.split,
+                    ids=data.ids, classes=data.classes, source="the test split, inverted")
+    report = wb.compare_accuracy(ref.tflite, [ref.tflite], wrong, names=["int8"], n_bootstrap=100, cache=False)
+    return findings_for(report)
+
+
+#: trap name -> (the finding code it must raise, the builder)
+TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
+    "tflite-float-op": ("quantize.float-op-left", trap_tflite_float_op),
+    "tflite-qdq-inside": ("quantize.qdq-inside", trap_tflite_qdq_inside),
+    "onnx-qdq-float-op": ("quantize.float-op-left", trap_onnx_qdq_float_op),
+    "per-tensor-collapse": ("quantize.per-tensor-collapse", trap_per_tensor_collapse),
+    "per-channel-imx8mp": ("placement.per-channel-slow", trap_per_channel_imx8mp),
+    "int16-on-8bit": ("placement.int16-activations", trap_int16_on_8bit),
+    "cpu-island": ("placement.cpu-island", trap_cpu_island),
+    "bsp-compiler": ("placement.bsp-compiler-cpu", trap_bsp_compiler),
+    "condition-missing": ("calibration.condition-missing", trap_condition_missing),
+    "condition-under-represented": ("calibration.condition-under-represented", trap_condition_under_represented),
+    "calibration-too-small": ("calibration.too-small", trap_calibration_too_small),
+    "calibration-test-ids": ("calibration.test-ids", trap_calibration_test_ids),
+    "calibration-duplicates": ("calibration.duplicates", trap_calibration_duplicates),
+    "calibration-hash-mismatch": ("calibration.hash-mismatch", trap_calibration_hash_mismatch),
+    "clipping": ("calibration.clipping", trap_clipping),
+    "cold-start": ("timing.cold-start-in-steady-state", trap_cold_start),
+    "still-falling": ("timing.still-falling", trap_still_falling),
+    "too-few-runs": ("timing.too-few-runs", trap_too_few_runs),
+    "dynamic-batch": ("model.dynamic-batch", trap_dynamic_batch),
+    "input-contract": ("model.input-contract", trap_input_contract),
+    "manifest-sha-mismatch": ("deploy.manifest-sha-mismatch", trap_manifest_sha_mismatch),
+    "toolchain-drift": ("deploy.toolchain-drift", trap_toolchain_drift),
+    "board-placement-mismatch": ("board.placement-mismatch", trap_board_placement_mismatch),
+    "board-int8-disagreement": ("board.int8-disagreement", trap_board_int8_disagreement),
+}
+
+
+def clean_onnx(root: Path) -> Findings:
+    """A clean small ONNX model, per-channel: nothing of severity warning or above."""
+    return findings_for(_clean_onnx_quantized(root, "clean"), target="imx93")
+
+
+def clean_reference(target: str) -> Findings:
+    """The built-in reference model with its target's default recipe and the default calibration set
+    (stratified, 200): calibration, quantize and placement findings."""
+    import warnings
+
+    import workbench as wb
+    from workbench.findings import collect
+    from workbench.runs import default_recipe
+    data = wb.load_dataset("digits-conditions")
+    ref = wb.reference_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = wb.curate_calibration_set(data, 200, strategy="stratified")
+        q = quantize(ref.keras, default_recipe(target), cal, dataset=data)
+        placement = wb.analyze_placement(q.path, target)
+    return collect(findings_for(cal, target=target, dataset=data), findings_for(q, target=target),
+                   findings_for(placement, target=target))

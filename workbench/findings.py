@@ -1,0 +1,505 @@
+"""Findings: every silent failure the workbench notices, named once, as data.
+
+A :class:`Finding` is one observation about one model on one target: a stable
+``code`` (``quantize.float-op-left``), its ``severity`` (``info``, ``warning``,
+``error``), the ``stage`` that noticed it, the ``target``, a one-line
+``message``, the ``evidence`` (op index and name, tensor, the numbers; plain
+JSON data) and the ``next_step``.  Every code is defined once, in
+:data:`CATALOGUE` (severity, stage, title, what it means, what to do);
+``docs/findings.md`` is generated from it (``workbench findings --docs``) and a
+test keeps the two in sync.
+
+Stages keep their result types; the rules that read them live beside each stage
+(``workbench/<stage>/findings.py``) and compute findings from the result's data,
+so a result saved before findings existed still yields them.
+:func:`findings_for` dispatches a result to its rules; :func:`run_findings`
+collects every stage of a run folder's target.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._results import Result
+from .errors import WorkbenchError
+
+SEVERITIES = ("info", "warning", "error")
+FINDING_STAGES = ("data", "model", "calibration", "quantize", "accuracy", "placement", "timing", "board",
+                  "deploy")
+_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """What one finding code means, defined once."""
+
+    code: str
+    severity: str
+    stage: str
+    title: str
+    meaning: str
+    action: str
+
+
+def _entries(*rows: CatalogueEntry) -> dict[str, CatalogueEntry]:
+    out = {}
+    for entry in rows:
+        if entry.severity not in SEVERITIES or entry.stage not in FINDING_STAGES:
+            raise ValueError(f"catalogue entry {entry.code}: bad severity or stage")
+        if not entry.code.startswith(entry.stage + "."):
+            raise ValueError(f"catalogue entry {entry.code}: the code must start with its stage")
+        out[entry.code] = entry
+    return out
+
+
+#: every finding code: code -> (severity, stage, title, what it means, what to do)
+CATALOGUE: dict[str, CatalogueEntry] = _entries(
+    # -- model -----------------------------------------------------------------------------------
+    CatalogueEntry("model.dynamic-batch", "warning", "model", "Dynamic batch dimension",
+     "A model input has a dynamic (None / -1) dimension. The NPU compilers and delegates expect "
+     "static shapes; shape-dependent ops leave the NPU or the model is refused.",
+     "Export the model with a fixed input shape and batch 1."),
+    CatalogueEntry("model.input-contract", "error", "model", "Input contract looks wrong",
+     "The FP32 model is near chance accuracy on the held-out data: the images it is fed do not "
+     "match what it was trained on (scale 0-1 vs 0-255, channel order, normalisation, resize).",
+     "Check the dataset's preprocessing against the model's training pipeline before quantizing."),
+    # -- calibration -----------------------------------------------------------------------------
+    CatalogueEntry("calibration.condition-missing", "warning", "calibration", "Deployment condition missing",
+     "A deployment condition has no sample in the calibration set: its activation ranges are not "
+     "calibrated and may clip on the device.",
+     "Curate with strategy 'stratified' (condition weights = the deployment mix) and add samples of "
+     "the condition to the pool."),
+    CatalogueEntry("calibration.condition-under-represented", "warning", "calibration",
+     "Deployment condition under-represented",
+     "A deployment condition holds less than half of its target share of the calibration set.",
+     "Curate with strategy 'stratified', or add samples of the condition to the calibration pool."),
+    CatalogueEntry("calibration.too-small", "warning", "calibration", "Calibration set too small",
+     "Fewer than 200 calibration samples; MinMax activation ranges are poorly estimated.",
+     "Ask for 200-1000 samples."),
+    CatalogueEntry("calibration.test-ids", "error", "calibration", "Calibration set holds test samples",
+     "Sample ids of the held-out test split are in the calibration set: the accuracy measured on "
+     "them is optimistic (the ranges were fitted to them).",
+     "Curate from the calibration (or train) split only: pool='calibration'."),
+    CatalogueEntry("calibration.duplicates", "warning", "calibration", "Duplicate calibration samples",
+     "The same sample id appears more than once: the set is smaller than it says and weights "
+     "some samples twice.",
+     "Curate the set again (the curator never repeats an id); remove duplicates from a hand-made file."),
+    CatalogueEntry("calibration.hash-mismatch", "error", "calibration", "Calibration file hash does not match its ids",
+     "The hash stored in the calibration file is not the hash of its sample ids and dataset: the "
+     "file was edited after it was curated, and the manifest of a model quantized from it lies.",
+     "Curate the set again (`workbench calibrate ... -o FILE`) and re-quantize."),
+    CatalogueEntry("calibration.clipping", "warning", "calibration", "Layer clips on a deployment condition",
+     "The coverage audit found layers whose activations on a deployment condition fall outside the "
+     "calibrated range more often than the clip threshold: that condition saturates on the device.",
+     "Add samples of the condition to the calibration set (stratified or coverage strategy)."),
+    # -- quantize --------------------------------------------------------------------------------
+    CatalogueEntry("quantize.float-op-left", "error", "quantize", "Float op left in an INT8 model",
+     "An op computes in float inside a model that is meant to be full integer (for ONNX QDQ "
+     "models: an op with no integer kernel between DequantizeLinear and QuantizeLinear). It runs "
+     "on the CPU in float, or the NPU refuses the graph.",
+     "Replace the op with one the target runs in INT8, or move it out of the model "
+     "(pre/post-processing); keep it in float only on purpose (--exclude)."),
+    CatalogueEntry("quantize.qdq-inside", "warning", "quantize", "QUANTIZE/DEQUANTIZE inside the graph",
+     "A QUANTIZE or DEQUANTIZE op sits in the middle of the graph (not at its inputs/outputs): "
+     "the model converts between float and integer on the way, a CPU round trip.",
+     "Find the float op that forces the conversion (see quantize.float-op-left) and remove it."),
+    CatalogueEntry("quantize.per-tensor-collapse", "warning", "quantize", "Per-tensor weights collapse channels",
+     "Per-channel weight ranges of a layer differ by orders of magnitude (depthwise convolutions "
+     "after batch-norm folding do): one per-tensor scale leaves the small channels a handful of "
+     "INT8 levels, or none.",
+     "Use per-channel weights (a8w8_pc) where the target allows it, or per-tensor with cross-layer "
+     "equalisation (a8w8_pt+cle) on targets where per-channel is slow (imx8mp)."),
+    CatalogueEntry("quantize.channel-range-spread", "info", "quantize", "Per-channel ranges spread widely",
+     "Per-channel weight scales of a layer differ by orders of magnitude; per-channel weights "
+     "handle it, per-tensor weights would collapse the small channels.",
+     "Keep per-channel weights, or use a8w8_pt+cle if the target needs per-tensor."),
+    # -- accuracy --------------------------------------------------------------------------------
+    # -- placement -------------------------------------------------------------------------------
+    CatalogueEntry("placement.cpu-island", "warning", "placement", "CPU island between NPU segments",
+     "Ops run on the CPU between two NPU segments: every inference crosses NPU -> CPU -> NPU "
+     "memory, often costing more than the op itself.",
+     "Replace the op with one the target's NPU runs (see the reasons in the placement table), or "
+     "move it to the start or end of the graph."),
+    CatalogueEntry("placement.per-channel-slow", "warning", "placement", "Per-channel weights on a per-tensor NPU",
+     "The model has per-channel weights; the i.MX 8M Plus NPU (VeriSilicon) accepts them but runs "
+     "them slower than per-tensor.",
+     "Quantize with a8w8_pt (per-tensor), with cross-layer equalisation (a8w8_pt+cle) when "
+     "per-tensor loses accuracy."),
+    CatalogueEntry("placement.int16-activations", "error", "placement", "16-bit activations on an 8-bit NPU",
+     "The model has INT16 activations (the 16x8 recipe) but the target's NPU runs 8-bit "
+     "activations only: those ops fall back to the CPU.",
+     "Use an a8w8 recipe for this target."),
+    CatalogueEntry("placement.bsp-compiler-cpu", "warning", "placement", "The BSP's compiler leaves ops on the CPU",
+     "The compiler version the board's BSP ships puts ops on the CPU that the newest compiler "
+     "places on the NPU: the board runs slower than a desktop compile suggests.",
+     "Compile with the BSP's compiler version (as the board does), or update the BSP."),
+    # -- timing ----------------------------------------------------------------------------------
+    CatalogueEntry("timing.cold-start-in-steady-state", "warning", "timing", "Cold start inside the steady state",
+     "A timed run is far slower than the median (first-invoke compile or cache warm-up): the mean "
+     "and p99 include start-up cost.",
+     "Raise the warm-up count so the timed runs start after the slow ones."),
+    CatalogueEntry("timing.still-falling", "warning", "timing", "Warm-up still falling",
+     "Latency is still trending down across the timed runs: the steady state was not reached.",
+     "Raise the warm-up count."),
+    CatalogueEntry("timing.too-few-runs", "warning", "timing", "Too few runs for the p99",
+     "The p99 is reported from fewer than 100 runs: it is an extreme sample, not a percentile.",
+     "Time at least 100 runs (--runs 200 or more for a tight p99 interval)."),
+    CatalogueEntry("timing.host-cpu", "info", "timing", "Latency measured on the host CPU",
+     "No board was used: the latency is the host CPU's, not the NPU's.",
+     "Time on a board (--board NAME) for device latency."),
+    # -- deploy ----------------------------------------------------------------------------------
+    CatalogueEntry("deploy.manifest-sha-mismatch", "error", "deploy", "Manifest does not describe the deployed file",
+     "The sha256 in model_manifest.json differs from the model file beside it: the file was "
+     "replaced or edited after quantization, and everything the manifest says is unproven.",
+     "Re-quantize (or copy the model together with its manifest)."),
+    CatalogueEntry("deploy.toolchain-drift", "warning", "deploy", "Toolchain differs from the manifest",
+     "The tool versions recorded in the model manifest differ from the ones installed now: "
+     "re-quantizing would not reproduce the deployed model bit for bit.",
+     "Pin the versions in the manifest, or re-quantize and re-validate with the current tools."),
+    # -- board -----------------------------------------------------------------------------------
+    CatalogueEntry("board.placement-mismatch", "error", "board", "Board places ops differently from the host",
+     "On the board, ops run on the CPU that placement analysis put on the NPU (or the NPU share "
+     "differs): the host's placement report does not describe the device.",
+     "Compare the board's delegate log with the placement table; check the BSP and delegate version."),
+    CatalogueEntry("board.int8-disagreement", "error", "board", "Board and host INT8 outputs disagree",
+     "The INT8 model gives different predictions on the board than on the host: the host accuracy "
+     "does not hold on the device (delegate kernels, rounding, or a different file).",
+     "Check the deployed file's hash; report the op where outputs diverge to the BSP vendor."),
+)
+
+
+def entry(code: str) -> CatalogueEntry:
+    """The catalogue entry of ``code``; a :class:`WorkbenchError` naming the known codes otherwise."""
+    try:
+        return CATALOGUE[code]
+    except KeyError:
+        raise WorkbenchError(f"unknown finding code {code!r}; known codes: {', '.join(CATALOGUE)}.") from None
+
+
+def severity_rank(severity: str) -> int:
+    from ._validation import check_choice
+    check_choice("severity", severity, SEVERITIES)
+    return _RANK[severity]
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON data (tuples become lists, numpy scalars numbers)."""
+    from ._results import _encode
+    return json.loads(json.dumps(_encode(value), allow_nan=False))
+
+
+@dataclass(frozen=True)
+class Finding(Result):
+    """One silent failure, noticed: code, severity, stage, target, message, evidence, next step."""
+
+    code: str
+    severity: str
+    stage: str
+    message: str
+    target: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+    next_step: str = ""
+
+    def __post_init__(self) -> None:
+        entry(self.code)
+        severity_rank(self.severity)
+        if "\n" in self.message or not self.message.strip():
+            raise WorkbenchError(f"finding {self.code}: the message must be one non-empty line.")
+        object.__setattr__(self, "evidence", _plain(dict(self.evidence)))
+
+    @property
+    def title(self) -> str:
+        return CATALOGUE[self.code].title
+
+    @property
+    def rank(self) -> int:
+        return _RANK[self.severity]
+
+    def summary(self) -> str:
+        where = f"[{self.target}] " if self.target else ""
+        return f"{self.severity.upper()} {where}{self.code}: {self.message}"
+
+    def _repr_html_(self) -> str:
+        return Findings((self,))._repr_html_()
+
+
+def make(code: str, message: str, *, target: str = "", evidence: dict[str, Any] | None = None,
+         next_step: str | None = None, severity: str | None = None) -> Finding:
+    """A :class:`Finding` of ``code`` with its catalogue severity, stage and next step."""
+    e = entry(code)
+    return Finding(code=code, severity=severity or e.severity, stage=e.stage, message=message, target=target,
+                   evidence=evidence or {}, next_step=next_step or e.action)
+
+
+@dataclass(frozen=True)
+class Findings(Result):
+    """The findings of one result, one target or a whole run, most severe first."""
+
+    items: tuple[Finding, ...] = ()
+
+    def __post_init__(self) -> None:
+        ordered = sorted(self.items, key=lambda f: (-f.rank, f.target, FINDING_STAGES.index(f.stage), f.code))
+        object.__setattr__(self, "items", tuple(ordered))
+
+    def __iter__(self) -> Iterator[Finding]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def __add__(self, other: Iterable[Finding]) -> Findings:
+        return Findings(self.items + tuple(other))
+
+    @property
+    def max_severity(self) -> str | None:
+        """The highest severity present, or None when there is no finding."""
+        return max((f.severity for f in self.items), key=_RANK.__getitem__, default=None)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(f.code for f in self.items))
+
+    def above(self, severity: str) -> Findings:
+        """The findings strictly more severe than ``severity``."""
+        rank = severity_rank(severity)
+        return Findings(tuple(f for f in self.items if f.rank > rank))
+
+    def at_least(self, severity: str) -> Findings:
+        rank = severity_rank(severity)
+        return Findings(tuple(f for f in self.items if f.rank >= rank))
+
+    def for_target(self, target: str) -> Findings:
+        return Findings(tuple(f for f in self.items if f.target in (target, "")))
+
+    def with_code(self, code: str) -> Findings:
+        entry(code)
+        return Findings(tuple(f for f in self.items if f.code == code))
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(f.severity == s for f in self.items) for s in reversed(SEVERITIES)}
+
+    def summary(self) -> str:
+        if not self.items:
+            return "no findings"
+        counts = ", ".join(f"{k} {s}" + ("s" if k != 1 else "") for s, k in self.counts().items() if k)
+        return f"{len(self.items)} finding(s): {counts}"
+
+    def text(self) -> str:
+        """One line per finding (what ``workbench findings`` prints)."""
+        return "\n".join([self.summary()] + [
+            f"  {f.summary()}\n      next: {f.next_step}" for f in self.items])
+
+    def _repr_html_(self) -> str:
+        return findings_html(self)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [f.to_dict() for f in self.items]
+
+    @classmethod
+    def from_list(cls, data: Iterable[dict[str, Any]]) -> Findings:
+        return cls(tuple(Finding.from_dict(d) for d in data))
+
+
+SEVERITY_STYLE = {"error": "background:#fde2e2", "warning": "background:#fff3cd", "info": ""}
+
+
+def _evidence_text(evidence: dict[str, Any], limit: int = 400) -> str:
+    parts = []
+    for key, value in evidence.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            shown = "; ".join(", ".join(f"{k}={v}" for k, v in item.items()) for item in value[:6])
+            more = f" (+{len(value) - 6} more)" if len(value) > 6 else ""
+            parts.append(f"{key}: {shown}{more}")
+        else:
+            parts.append(f"{key}={value}")
+    text = "; ".join(parts)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def findings_html(findings: Findings, *, title: str = "Findings") -> str:
+    """The Findings section of a report: one row per finding, most severe first."""
+    from . import display
+    head = display.heading(title) + display.paragraph(findings.summary())
+    if not findings:
+        return head + display.paragraph("Nothing the workbench checks went wrong for this model on this target.")
+    rows = [(f.severity, f.target or "-", f.code, f.message, _evidence_text(f.evidence), f.next_step)
+            for f in findings]
+    styles = [SEVERITY_STYLE[f.severity] for f in findings]
+    return head + display.table(("severity", "target", "code", "finding", "evidence", "next step"), rows,
+                                row_styles=styles)
+
+
+# -- computing findings from results -----------------------------------------------------------------
+#: result type name -> module holding ``findings(result, *, target, **context)``
+RULES = {
+    "ModelInspection": "workbench.quantize.findings",
+    "QuantizedModel": "workbench.quantize.findings",
+    "CalibrationSet": "workbench.calibration.findings",
+    "CoverageAudit": "workbench.calibration.findings",
+    "AccuracyReport": "workbench.evaluate.findings",
+    "PlacementReport": "workbench.placement.findings",
+    "TimingResult": "workbench.board.findings",
+}
+
+
+def findings_for(result: Any, *, target: str = "", **context: Any) -> Findings:
+    """The findings of one stage result (computed from its data).
+
+    ``context`` passes what a rule needs beyond the result (``dataset=`` for a calibration set,
+    ``placement=`` for a board timing).  A result type without rules gives no findings.
+    """
+    module = RULES.get(type(result).__name__)
+    if module is None:
+        return Findings()
+    rules = importlib.import_module(module)
+    return Findings(tuple(rules.findings(result, target=target, **context)))
+
+
+def collect(*groups: Iterable[Finding]) -> Findings:
+    """One :class:`Findings` from several (duplicates of the same code and message dropped)."""
+    seen: dict[tuple[str, str, str], Finding] = {}
+    for group in groups:
+        for f in group:
+            seen.setdefault((f.code, f.target, f.message), f)
+    return Findings(tuple(seen.values()))
+
+
+def run_findings(run_dir: str | os.PathLike, *, targets: Iterable[str] | str | None = None) -> Findings:
+    """Every finding of a run folder ``<run_dir>/<target>/<stage>.json``, per target."""
+    from .runs import RunFolder
+    from .vocab import TARGETS
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise WorkbenchError(f"{run_dir}: no such run folder; give the folder `workbench batch --out` wrote "
+                             "(it holds one folder per target).")
+    if isinstance(targets, str):
+        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    chosen = list(targets) if targets else [t for t in TARGETS if (root / t).is_dir()]
+    if not chosen:
+        raise WorkbenchError(f"{run_dir}: no target folders ({', '.join(TARGETS)}) in this run folder.")
+    groups = []
+    for target in chosen:
+        folder = RunFolder.__new__(RunFolder)          # read-only: no folder is created
+        folder.root, folder.target, folder.path = root, target, root / target
+        if folder.path.is_dir():
+            groups.append(target_findings(folder))
+    return collect(*groups)
+
+
+def target_findings(folder: Any) -> Findings:
+    """The findings of one target's folder of a run (every stage that ran)."""
+    from .vocab import STAGES
+    target = folder.target
+    results = {}
+    for stage in STAGES:
+        try:
+            results[stage] = folder.load(stage)
+        except (WorkbenchError, TypeError, ValueError, KeyError, ImportError, AttributeError) as exc:
+            results[stage] = None
+            results.setdefault("_errors", []).append(f"{stage}: {exc}")
+    groups: list[Findings] = []
+    quantized = results.get("quantize")
+    calibration = results.get("calibration")
+    placement = results.get("placement")
+    dataset = _dataset_of(folder, calibration)
+    for stage, result in results.items():
+        if result is None or stage.startswith("_"):
+            continue
+        context: dict[str, Any] = {}
+        if stage == "calibration":
+            context["dataset"] = dataset
+            context["calibration_file"] = folder.file("calibration")
+        elif stage == "timing":
+            context["placement"] = placement
+            context["quantized"] = quantized
+        elif stage == "placement":
+            context["quantized"] = quantized
+        groups.append(findings_for(result, target=target, **context))
+    return collect(*groups)
+
+
+def _dataset_of(folder: Any, calibration: Any) -> Any:
+    """The run's dataset when it can be loaded cheaply (needed to check test-split ids)."""
+    record = folder.record("calibration") or folder.record("quantize") or {}
+    name = record.get("dataset")
+    if not name or calibration is None:
+        return None
+    try:
+        from .data.loaders import load_dataset
+        data = load_dataset(name)
+    except WorkbenchError:
+        return None
+    return data if getattr(data, "hash", None) == calibration.dataset_hash else None
+
+
+# -- the catalogue as documentation ----------------------------------------------------------------
+def catalogue_markdown() -> str:
+    """``docs/findings.md``: the catalogue, generated from :data:`CATALOGUE`."""
+    lines = [
+        "# Findings",
+        "",
+        "<!-- generated by `workbench findings --docs`; tests/test_findings.py keeps it in sync -->",
+        "",
+        ("Every silent failure the workbench notices is a **finding**: a stable code, a severity "
+        "(`info`, `warning`, `error`), the stage that noticed it, the target, a one-line message, the "
+        "evidence (op index and name, tensor, the numbers) and the next step. Each target report opens "
+        "with its findings, `index.html` with all targets' findings, `summary.json` carries them "
+        "(`targets[].findings`), and:"),
+        "",
+        "```sh",
+        "workbench findings RUN_DIR [--targets imx93] [--min-severity warning] [--json]",
+        "workbench batch --gate gate.yaml     # gate.yaml: findings: {max_severity: warning}",
+        "```",
+        "",
+        ("The gate fails on any finding more severe than `max_severity` (with `warning`, every `error` "
+        "fails the gate), with the finding's message as the reason. In Python: "
+        "`wb.findings_for(result, target=...)` for one stage result, `wb.run_findings(run_dir)` for a run."),
+        "",
+        "| code | severity | stage | title |",
+        "|---|---|---|---|",
+    ]
+    for e in CATALOGUE.values():
+        lines.append(f"| [`{e.code}`](#{_anchor(e.code)}) | {e.severity} | {e.stage} | {e.title} |")
+    for e in CATALOGUE.values():
+        lines += ["", f"## {e.code}", "", f"**{e.title}** ({e.severity}, stage {e.stage})", "",
+                  f"What it means: {e.meaning}", "", f"What to do: {e.action}"]
+    return "\n".join(lines) + "\n"
+
+
+def _anchor(code: str) -> str:
+    return "".join(c for c in code.lower() if c.isalnum() or c == "-")
+
+
+def write_docs(path: str | os.PathLike) -> Path:
+    from ._io import atomic_path
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(catalogue_markdown(), encoding="utf-8")
+    return path
+
+
+__all__ = [
+    "CATALOGUE",
+    "SEVERITIES",
+    "CatalogueEntry",
+    "Finding",
+    "Findings",
+    "catalogue_markdown",
+    "collect",
+    "entry",
+    "findings_for",
+    "findings_html",
+    "make",
+    "run_findings",
+    "target_findings",
+]
+

@@ -1,0 +1,92 @@
+"""Findings of the placement stage, computed from a :class:`PlacementReport`.
+
+- ``placement.cpu-island``: CPU ops between two NPU segments (one finding per island);
+- ``placement.per-channel-slow``: the target table's per-channel model check (imx8mp);
+- ``placement.int16-activations``: ops with INT16 feature maps the target puts on the CPU;
+- ``placement.bsp-compiler-cpu``: ops the BSP's compiler version puts on the CPU where the newest
+  one does not (read from the report when the placement stage records the comparison).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import WorkbenchError
+from ..findings import Finding, make
+
+MAX_LISTED = 8
+
+
+def findings(report: Any, *, target: str = "", **_: Any) -> list[Finding]:
+    target = target or report.target
+    out: list[Finding] = []
+    name = Path(report.model).name
+    by_index = {o.index: o for o in report.ops}
+    for island in report.cpu_islands:
+        ops = [by_index[i] for i in island.ops if i in by_index]
+        listed = ", ".join(f"{o.type} #{o.index}" for o in ops[:MAX_LISTED])
+        out.append(make("placement.cpu-island",
+                        f"{name} on {target}: {listed} run(s) on the CPU between NPU segments "
+                        f"(ops {island.first}-{island.last})", target=target,
+                        evidence={"authority": report.authority, "first": island.first, "last": island.last,
+                                  "ops": [{"index": o.index, "op": o.type, "name": o.name,
+                                           "reasons": [f"{r.constraint}: {r.detail}" for r in o.reasons]}
+                                          for o in ops]}))
+    for f in report.findings:
+        if f.check.endswith("model.per_channel"):
+            out.append(make("placement.per-channel-slow", f"{name} on {target}: {f.detail}", target=target,
+                            evidence={"check": f.check, "detail": f.detail}))
+    out += _int16_findings(report, target, name)
+    out += _bsp_findings(report, target, name)
+    return out
+
+
+def _int16_findings(report: Any, target: str, name: str) -> list[Finding]:
+    path = Path(report.model)
+    if not path.is_file() or path.suffix.lower() != ".tflite":
+        return []
+    from ..models.tflite_graph import read_tflite
+    from ..targets._constraints import activations
+    try:
+        graph = read_tflite(path)
+    except WorkbenchError:  # the file was replaced by something unreadable: nothing to check
+        return []
+    int16 = [op for op in graph.ops if any(t.dtype == "INT16" and t.is_quantized for t in activations(graph, op))]
+    if not int16:
+        return []
+    placed = {o.index: o for o in report.ops}
+    on_cpu = [placed[op.index] for op in int16 if op.index in placed and placed[op.index].placement == "CPU"]
+    if not on_cpu:
+        return []
+    listed = ", ".join(f"{o.type} #{o.index}" for o in on_cpu[:MAX_LISTED])
+    return [make("placement.int16-activations",
+                 f"{name} on {target}: {len(on_cpu)} of {len(int16)} op(s) with INT16 activations fall back to "
+                 f"the CPU: {listed}", target=target,
+                 evidence={"int16_ops": len(int16), "ops": [
+                     {"index": o.index, "op": o.type, "name": o.name,
+                      "reasons": [f"{r.constraint}: {r.detail}" for r in o.reasons]} for o in on_cpu]})]
+
+
+def _bsp_findings(report: Any, target: str, name: str) -> list[Finding]:
+    """Ops the BSP's compiler puts on the CPU where the newest compiler does not.
+
+    Reads ``report.compiler_differences`` (or ``bsp_differences``) when the placement stage
+    records them: items with ``index``, ``type``/``op``, ``name`` and the two compilers' versions.
+    """
+    diffs = getattr(report, "compiler_differences", None) or getattr(report, "bsp_differences", None) or ()
+    items = []
+    for d in diffs:
+        get = (lambda k, d=d: d.get(k)) if isinstance(d, dict) else (lambda k, d=d: getattr(d, k, None))
+        bsp, newest = get("bsp_placement") or get("bsp"), get("newest_placement") or get("newest")
+        if bsp is not None and newest is not None and not (bsp == "CPU" and newest == "NPU"):
+            continue
+        items.append({"index": get("index"), "op": get("type") or get("op"), "name": get("name"),
+                      "bsp_compiler": get("bsp_version") or get("bsp_compiler"),
+                      "newest_compiler": get("newest_version") or get("newest_compiler")})
+    if not items:
+        return []
+    listed = ", ".join(f"{i['op']} #{i['index']}" for i in items[:MAX_LISTED])
+    return [make("placement.bsp-compiler-cpu",
+                 f"{name} on {target}: the BSP's compiler puts {len(items)} op(s) on the CPU that the newest "
+                 f"compiler places on the NPU: {listed}", target=target, evidence={"ops": items})]
