@@ -28,6 +28,15 @@ TFLITE_WEIGHT_OPS = {"CONV_2D": (1, 0), "DEPTHWISE_CONV_2D": (1, 3), "FULLY_CONN
 ONNX_WEIGHT_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 ONNX_DTYPE_NAMES = {"FLOAT": "FLOAT32", "DOUBLE": "FLOAT64", "FLOAT16": "FLOAT16"}
 ONNX_SHAPE_ONLY = ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity")
+# ONNX op types with an integer kernel when they sit between DequantizeLinear and QuantizeLinear
+# (ONNX Runtime's QDQ and QLinear registries, onnxruntime.quantization.registry, plus data-movement
+# ops). Any other op there (Sin, Cos, Erf, Exp...) computes in float in a QDQ model.
+ONNX_INTEGER_KERNELS = frozenset({
+    "Add", "ArgMax", "AveragePool", "BatchNormalization", "Clip", "Concat", "Conv", "ConvTranspose",
+    "CumSum", "EmbedLayerNormalization", "Flatten", "Gather", "GatherElements", "Gemm", "GlobalAveragePool",
+    "InstanceNormalization", "LayerNormalization", "LeakyRelu", "MatMul", "MaxPool", "Mul", "Pad", "Relu",
+    "Reshape", "Resize", "Sigmoid", "Slice", "Softmax", "Split", "Squeeze", "TopK", "Transpose", "Unsqueeze",
+    "Where", "Identity", "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "GlobalMaxPool"})
 
 
 @dataclass(frozen=True)
@@ -357,7 +366,7 @@ def _inspect_onnx(path: Path) -> ModelInspection:
             if node.op_type in ONNX_SHAPE_ONLY and all(from_input_side(i) for i in bad_in) \
                     and all(to_output_side(o) for o in bad_out) and (bad_in or bad_out):
                 boundary.append(label)
-            elif bad_in or bad_out:
+            elif bad_in or bad_out or (float_in and node.op_type not in ONNX_INTEGER_KERNELS):
                 flagged = True
                 float_ops.append(label)
                 for i in float_in:
