@@ -21,6 +21,9 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 def workbench_cache(tmp_path_factory):
     """Point the workbench cache at a session folder (or NPU_WORKBENCH_TEST_CACHE)."""
     folder = os.environ.get("NPU_WORKBENCH_TEST_CACHE") or str(tmp_path_factory.mktemp("wb-cache"))
+    # pinned tool environments (onnx2tf, Vela 3.10.0) stay where `make tools` installed them
+    from workbench.toolenv import tools_dir
+    os.environ.setdefault("NPU_WORKBENCH_TOOLS", str(tools_dir()))
     previous = os.environ.get("NPU_WORKBENCH_CACHE")
     os.environ["NPU_WORKBENCH_CACHE"] = folder
     yield folder

@@ -16,6 +16,7 @@ TINY = toolenv.ToolSpec(name="tiny", summary="a test tool: `six` pinned", requir
 @pytest.fixture
 def tiny(monkeypatch, tmp_path):
     monkeypatch.setenv("NPU_WORKBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("NPU_WORKBENCH_TOOLS", raising=False)
     monkeypatch.setitem(toolenv.TOOLS, "tiny", TINY)
     return TINY
 
@@ -68,7 +69,7 @@ def test_run_time_out_and_failure_are_tool_errors(tiny):
 
 def test_cli_install_rejects_unknown_names_before_installing(tmp_path):
     proc = subprocess.run(["workbench", "tools", "install", "vela-3.10.0", "nope"], capture_output=True,
-                          text=True, env={"NPU_WORKBENCH_CACHE": str(tmp_path), "PATH": _path()})
+                          text=True, env={"NPU_WORKBENCH_CACHE": str(tmp_path), "PATH": _path()})  # no NPU_WORKBENCH_TOOLS
     assert proc.returncode == 2
     assert "Got 'nope' instead" in proc.stderr
     assert not any(tmp_path.glob("tools/vela-*"))

@@ -5,7 +5,7 @@ the Vela that an NXP BSP ships (3.10.0 for lf-6.6.3_1.0.0) is older than the one
 Each such tool gets its own virtual environment, created on first need from an exact lock (every
 package ``==`` pinned, the list below) under the cache folder::
 
-    <cache>/tools/<name>-<lock sha256[:12]>/
+    <cache>/tools/<name>-<lock sha256[:12]>/     ($NPU_WORKBENCH_TOOLS instead of <cache>/tools)
         bin/ lib/ ...        the venv
         lock.txt             the requirements it was installed from
         toolenv.json         name, lock sha256, versions of the packages that matter
@@ -38,6 +38,7 @@ from ._io import atomic_write_json, atomic_write_text, cache_dir, read_json, sha
 from .errors import ToolError
 
 INSTALL_TIMEOUT_S = 1800.0
+TOOLS_ENV = "NPU_WORKBENCH_TOOLS"
 
 
 @dataclass(frozen=True)
@@ -182,8 +183,21 @@ def spec(name: str) -> ToolSpec:
         raise ToolError(f"`tool` must be one of {listed}. Got {name!r} instead.") from None
 
 
+def tools_dir() -> Path:
+    """Where tool environments live: ``$NPU_WORKBENCH_TOOLS``, else ``<cache>/tools``.
+
+    The test suite points the workbench cache at a fresh folder per session but keeps the tools
+    where ``make tools`` installed them, through this variable.
+    """
+    folder = os.environ.get(TOOLS_ENV)
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        return Path(folder)
+    return cache_dir("tools")
+
+
 def _root(tool: ToolSpec) -> Path:
-    return cache_dir("tools") / f"{tool.name}-{tool.lock_sha256[:12]}"
+    return tools_dir() / f"{tool.name}-{tool.lock_sha256[:12]}"
 
 
 def _load(tool: ToolSpec, root: Path) -> ToolEnv | None:
