@@ -114,7 +114,7 @@ def check_baseline(fp32_path: str, data: Any, held_out: Any, conds: tuple[str, .
     probe = subset.take(subset.ids[:n]) if n < len(subset) else subset
     y = np.asarray(probe.y, np.int64) if label_map is None else label_map(probe.y)
     own = _probe_correct(fp32_path, probe, contract, data.hash, batch_size, num_threads, cache)
-    results = {f"card: {contract.normalization()}" + ("" if contract.channels == 1 else f", {contract.color}"):
+    results = {f"contract: {contract.normalization()}" + ("" if contract.channels == 1 else f", {contract.color}"):
                float(np.mean(own == y))}
     best_label, best_gain, best_acc, best_z = None, 0.0, 0.0, 0.0
     for label, alt in _alternatives(contract):
@@ -135,8 +135,12 @@ def check_baseline(fp32_path: str, data: Any, held_out: Any, conds: tuple[str, .
                 "chance": chance, "contract": contract.to_params(), "contract_source": contract.source,
                 "probe_top1": results}
     issues = []
-    fix = (f"Fix the model card ({contract.source})" if contract.source.endswith((".yaml", ".yml")) else
-           "Write a model card beside the model (<model>.card.yaml)") + " or pass --input-spec / input_spec=."
+    if contract.source.endswith((".yaml", ".yml")):
+        fix = f"Fix the model card / input spec ({contract.source})."
+    elif contract.source == "input_spec":
+        fix = "Fix the input_spec given."
+    else:
+        fix = "Write a model card beside the model (<model>.card.yaml) or pass --input-spec / input_spec=."
     if best_label is not None and best_gain >= MIN_GAIN and best_z >= MIN_Z:
         issues.append(ContractIssue(
             "contract-probably-wrong",
