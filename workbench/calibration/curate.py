@@ -91,7 +91,39 @@ class CalibrationSet(Result):
                 f"calibration set {self.id} was drawn from dataset {self.dataset!r} (hash {self.dataset_hash[:12]}) "
                 f"but got {getattr(dataset, 'name', type(dataset).__name__)!r} (hash "
                 f"{str(getattr(dataset, 'hash', None))[:12]}); load the dataset it was made from, or curate again.")
-        return dataset.take(self.sample_ids)
+        chosen = dataset.take(self.sample_ids)
+        self._check_against(chosen)
+        return chosen
+
+    def _check_against(self, chosen: Any) -> None:
+        """The ids are unique, come from the pool split, and match the histograms the set claims.
+
+        The hash only proves the file is self-consistent (anyone can recompute it): a hand-edited
+        set of test ids, or one id repeated, under metadata that still claims a stratified mix,
+        is refused here.
+        """
+        from collections import Counter
+        counts = Counter(self.sample_ids)
+        repeated = [sid for sid, k in counts.items() if k > 1]
+        if repeated:
+            raise CalibrationError(
+                f"calibration set {self.id}: sample id {repeated[0]!r} appears {counts[repeated[0]]} times"
+                f"{f' (and {len(repeated) - 1} more ids repeat)' if len(repeated) > 1 else ''}; a set holds "
+                "each sample once. Curate the set again with `workbench calibrate`.")
+        split = np.asarray(chosen.split).astype(str)
+        outside = np.flatnonzero(split != self.pool)
+        if len(outside):
+            k = int(outside[0])
+            raise CalibrationError(
+                f"calibration set {self.id}: sample {self.sample_ids[k]!r} is in split {split[k]!r}, not the "
+                f"pool {self.pool!r} ({len(outside)} such samples); calibrating on held-out samples makes their "
+                "accuracy look better than it is. Curate the set again from the pool.")
+        actual = {c: k for c, k in Counter(np.asarray(chosen.condition).astype(str).tolist()).items()}
+        claimed = {c: int(k) for c, k in self.conditions.items() if int(k)}
+        if actual != claimed:
+            raise CalibrationError(
+                f"calibration set {self.id}: the file claims conditions {claimed} but its sample ids hold "
+                f"{actual}; the file was edited. Curate the set again with `workbench calibrate`.")
 
     # -- files ------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
