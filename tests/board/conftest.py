@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import types
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,3 +185,28 @@ def tiny_models(tmp_path_factory) -> dict[str, Path]:
 def python_on_board() -> str:
     """The loopback board's Python: the one running the tests (it has ai_edge_litert)."""
     return sys.executable
+
+
+@pytest.fixture(scope="session")
+def remote(sshd, ssh_config, python_on_board, remote_workdir):
+    """Keyword arguments of time_on_board for the loopback board (alias ``board``)."""
+    return dict(host="board", ssh_config=ssh_config, python=python_on_board, workdir=remote_workdir)
+
+
+def upload_fake_benchmark_model(transport, folder: str, log_text: bytes) -> types.SimpleNamespace:
+    """The benchmark_model TEST DOUBLE replaying ``log_text``, and a file posing as a delegate."""
+    transport.upload((HERE / "fake_benchmark_model.sh").read_bytes(), f"{folder}/benchmark_model",
+                     mode="755")
+    transport.upload(log_text, f"{folder}/replay.log")
+    transport.upload(b"not a shared library", f"{folder}/libfake_delegate.so")
+    return types.SimpleNamespace(transport=transport, folder=folder,
+                                 binary=f"{folder}/benchmark_model",
+                                 delegate=f"{folder}/libfake_delegate.so")
+
+
+@pytest.fixture(scope="session")
+def fake_board(sshd, ssh_config, remote_workdir):
+    """The benchmark_model test double replaying sample A2 on the loopback board."""
+    from workbench.board.ssh import SSHTransport
+    t = SSHTransport("board", ssh_config=ssh_config)
+    return upload_fake_benchmark_model(t, f"{remote_workdir}/fake bm", (FIXTURES / "A2.log").read_bytes())

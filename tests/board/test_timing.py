@@ -12,7 +12,8 @@ import pytest
 
 from workbench.board.runners import find_benchmark_model, run_benchmark_model
 from workbench.board.ssh import SSHTransport
-from workbench.board.timing import HOST_CPU, TimingResult, coverage_from_log, cross_check, time_on_board
+from workbench.board.timing import (HOST_CPU, TimingOptions, TimingResult, coverage_from_log,
+                                    cross_check, time_on_board)
 from workbench.board.parse import read_benchmark_log
 from workbench.errors import BoardError, ModelError, WorkbenchWarning
 
@@ -20,30 +21,15 @@ from .conftest import FIXTURES, HERE, HOSTILE_NAME
 
 
 @pytest.fixture(scope="module")
-def remote(sshd, ssh_config, python_on_board, remote_workdir):
-    return dict(host="board", ssh_config=ssh_config, python=python_on_board, workdir=remote_workdir)
-
-
-@pytest.fixture(scope="module")
 def ssh_result(remote, tiny_models):
     return time_on_board(tiny_models["hostile"], runs=20, warmup=3, **remote)
 
 
-@pytest.fixture(scope="module")
-def fake_board(sshd, ssh_config, remote_workdir):
-    """The benchmark_model test double and a file posing as a delegate, on the loopback board."""
-    t = SSHTransport("board", ssh_config=ssh_config)
-    folder = f"{remote_workdir}/fake bm"
-    t.upload((HERE / "fake_benchmark_model.sh").read_bytes(), f"{folder}/benchmark_model", mode="755")
-    t.upload((FIXTURES / "A2.log").read_bytes(), f"{folder}/replay.log")
-    t.upload(b"not a shared library", f"{folder}/libfake_delegate.so")
-    return types.SimpleNamespace(transport=t, folder=folder, binary=f"{folder}/benchmark_model",
-                                 delegate=f"{folder}/libfake_delegate.so")
-
-
 def test_python_runner_over_ssh_measures_real_invocations(ssh_result, tiny_models):
     r = ssh_result
-    assert r.runner == "python" and r.on_board and r.measured_on == "measured on board"
+    assert r.runner == "python" and r.on_board
+    assert r.measured_on == r.latency_label == "board board CPU only (no delegate)"
+    assert r.latency_kind == "board-cpu"
     assert r.where == "board over SSH, CPU only (no delegate)"
     assert r.n_runs == 20 and len(r.runs_us) == 20 and len(r.warmup_us) == 3
     assert r.cold_start_us > 0 and r.first_inference_us > 0
@@ -61,7 +47,7 @@ def test_result_round_trips_renders_and_plots(ssh_result):
     again = TimingResult.from_dict(json.loads(ssh_result.to_json()))
     assert again == ssh_result
     html = ssh_result._repr_html_()
-    assert "MEASURED ON BOARD" in html and "data:image/png;base64" in html
+    assert "BOARD BOARD CPU ONLY (NO DELEGATE)" in html and "data:image/png;base64" in html
     assert "my model;rm -rf ~.tflite" in html
     import matplotlib
     matplotlib.use("Agg")
@@ -73,7 +59,7 @@ def test_result_round_trips_renders_and_plots(ssh_result):
 def test_local_runner_is_labelled_host_cpu(tiny_models):
     r = time_on_board(tiny_models["fp32"], local=True, runs=10, warmup=2)
     assert r.where == HOST_CPU and r.runner == "local" and not r.on_board
-    assert r.measured_on == "host CPU"
+    assert r.measured_on == HOST_CPU and r.latency_kind == "host-cpu"
     assert "host CPU (not an NPU)" in r.summary() and "HOST CPU" in r._repr_html_()
     assert len(r.runs_us) == 10 and r.first_inference_us > 0
 
@@ -96,6 +82,7 @@ def test_board_from_inventory_and_cli_json(sshd, ssh_config, python_on_board, re
     assert set(data["latency_us"]) >= {"mean", "p50", "p90", "p99", "min", "max"}
     assert data["cold_start_us"] > 0 and data["first_inference_us"] > 0
     assert data["target"] == "imx8mp"
+    assert data["latency_label"] == "board loop CPU only (no delegate)"
 
 
 def test_cli_bench_host_and_local(sshd, ssh_config, python_on_board, remote_workdir, tiny_models,
@@ -137,6 +124,7 @@ def test_benchmark_model_runner_with_test_double(remote, tiny_models, fake_board
                           runs=5, warmup=1, **args)
     stated = read_benchmark_log(str(FIXTURES / "A2.log"))
     assert r.runner == "benchmark_model" and r.log == stated
+    assert r.latency_label == "board board via libfake_delegate.so" and r.latency_kind == "board"
     # the numbers the replayed log states, nothing invented
     assert r.latency_us.mean == stated.inference.avg and r.latency_us.n == stated.inference.count
     assert (r.latency_us.min, r.latency_us.max) == (stated.inference.min, stated.inference.max)
@@ -181,6 +169,10 @@ def test_benchmark_model_autodetect_reports_where_it_looked(fake_board):
 
 @pytest.mark.parametrize("kwargs, phrase", [
     (dict(local=True, host="board"), "exactly one of `board`"),
+    (dict(local=True, command_timeout=-5), "`command_timeout` must be a finite number of seconds > 0"),
+    (dict(local=True, connect_timeout=float("nan")), "`connect_timeout` must be a finite number"),
+    (dict(local=True, options=TimingOptions(), runs=3), "not both"),
+    (dict(local=True, record="somewhere"), "`record` keeps a board session"),
     (dict(), "exactly one of `board`"),
     (dict(local=True, runner="tflite"), "`runner` must be one of 'python', 'benchmark_model'"),
     (dict(local=True, runs=0), "`runs` must be a positive integer"),

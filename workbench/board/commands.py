@@ -22,14 +22,18 @@ def _seconds(text: str) -> float:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from .._cli import add_json_flag
 
     bench = subparsers.add_parser(
         "bench", help="time a .tflite model on a board over SSH (or on the host CPU with --local)",
         description="Time MODEL: cold start, first inference and steady-state percentiles. "
-                    "Exactly one of --board, --host, --local.")
+                    "Exactly one of --board, --host, --local, --replay.")
     bench.add_argument("model", metavar="MODEL", help=".tflite file to time")
     where = bench.add_mutually_exclusive_group(required=True)
+    where.add_argument("--replay", metavar="DIR", default=None,
+                       help="rebuild the result from a recording made with --record (no board "
+                            "needed; labelled 'replayed from <board> <date>'; refused when the "
+                            "recording's model sha256 differs from MODEL)")
     where.add_argument("--board", metavar="NAME", help="a board from boards.yaml")
     where.add_argument("--host", metavar="DEST",
                        help="an SSH destination: an alias from your OpenSSH config or user@host[:port]")
@@ -62,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="SSH connect and handshake timeout (default 10)")
     bench.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=900.0,
                        help="timeout of each remote command (default 900)")
+    bench.add_argument("--record", metavar="DIR", default=None,
+                       help="keep the board session in DIR: the runner's raw output, the board "
+                            "fingerprint and the model's sha256 (replay it with --replay DIR)")
     add_json_flag(bench)
     bench.set_defaults(func=_bench)
 
@@ -75,15 +82,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from ..cli import emit
+    from .._cli import emit
     from .timing import time_on_board
+    from .timing import TimingOptions
+    options = TimingOptions(runner=args.runner, runs=args.runs, warmup=args.warmup,
+                            threads=args.threads, delegate=args.delegate, python=args.python,
+                            benchmark_model=args.benchmark_model, workdir=args.workdir,
+                            connect_timeout=args.connect_timeout, command_timeout=args.timeout)
     result = time_on_board(args.model, board=args.board, boards_file=args.boards_file,
                            host=args.host, ssh_config=args.ssh_config,
-                           known_hosts=args.known_hosts, local=args.local, runner=args.runner,
-                           python=args.python, delegate=args.delegate,
-                           benchmark_model=args.benchmark_model, workdir=args.workdir,
-                           runs=args.runs, warmup=args.warmup, threads=args.threads,
-                           connect_timeout=args.connect_timeout, command_timeout=args.timeout)
+                           known_hosts=args.known_hosts, local=args.local, replay=args.replay,
+                           record=args.record, options=options)
     lines = [result.summary()]
     lines += [f"note: {n}" for n in result.notes]
     emit(result, as_json=args.json, text="\n".join(lines))
@@ -91,7 +100,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _parse(args: argparse.Namespace) -> int:
-    from ..cli import emit
+    from .._cli import emit
     from .parse import read_benchmark_log
     log = read_benchmark_log(args.logfile)
     lines = [log.summary()]

@@ -7,6 +7,7 @@ hash is already there is not sent again.  Every remote path is quoted.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +39,19 @@ class BoardFingerprint(Result):
     tflite_runtime: Optional[str] = None
     delegate_file: Optional[str] = None     # the delegate's resolved path (often carries a version)
     delegate_package: Optional[str] = None  # package owning the delegate, where a package DB exists
+    bsp_release: Optional[str] = None       # NXP BSP release (lf-6.6.3_1.0.0) from os-release/buildinfo
+    os_version_id: Optional[str] = None     # VERSION_ID / BUILD_ID of /etc/os-release
+    buildinfo: Optional[str] = None         # /etc/buildinfo's DISTRO / layer lines (Yocto images)
+    delegate_sha256: Optional[str] = None
+    delegate_version: Optional[str] = None  # from the package, the .so version suffix, or its strings
+    benchmark_model_version: Optional[str] = None
+    vela_version: Optional[str] = None      # `vela --version` on the board, when vela is there
 
     def summary(self) -> str:
-        parts = [p for p in (self.os_release, self.kernel, self.tflite_runtime) if p]
+        parts = [p for p in (self.bsp_release, self.os_release, self.kernel, self.tflite_runtime)
+                 if p]
+        if self.delegate_version:
+            parts.append(f"delegate {self.delegate_version}")
         if self.cpu_governor:
             parts.append(f"governor {self.cpu_governor}")
         if self.temperature_c is not None:
@@ -101,6 +112,10 @@ echo "machine=$(uname -m 2>/dev/null)"
 if [ -r /etc/os-release ]; then echo "os_release=$(. /etc/os-release; echo "${PRETTY_NAME:-$NAME $VERSION}")"; fi
 if [ -r /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor ]; then echo "cpu_governor=$(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor)"; fi
 if [ -r /sys/class/thermal/thermal_zone0/temp ]; then echo "temp_millic=$(cat /sys/class/thermal/thermal_zone0/temp)"; fi
+if [ -r /etc/os-release ]; then echo "os_version_id=$(. /etc/os-release; echo "${VERSION_ID:-}${BUILD_ID:+ build $BUILD_ID}")"; fi
+if [ -r /etc/os-release ]; then echo "bsp_os=$(grep -o 'lf-[0-9][0-9.]*[-_][0-9][0-9.]*' /etc/os-release | head -n1)"; fi
+if [ -r /etc/buildinfo ]; then echo "bsp_build=$(grep -o 'lf-[0-9][0-9.]*[-_][0-9][0-9.]*' /etc/buildinfo | head -n1)"; echo "buildinfo=$(grep -E '^(DISTRO|DISTRO_VERSION|MACHINE) *=' /etc/buildinfo | tr -s ' ' | tr '\n' ';' | cut -c1-300)"; fi
+if command -v vela >/dev/null 2>&1; then echo "vela_version=$(vela --version 2>/dev/null | head -n1)"; fi
 """
 
 _RUNTIME_PROBE = ("import importlib\n"
@@ -111,15 +126,24 @@ _RUNTIME_PROBE = ("import importlib\n"
                   "        pass\n")
 
 
-def board_fingerprint(transport, *, python: str | None = None,
-                      delegate: str | None = None) -> BoardFingerprint:
-    """Kernel, OS release, CPU governor, temperature, TFLite runtime and delegate file."""
+def board_fingerprint(transport, *, python: str | None = None, delegate: str | None = None,
+                      benchmark_model: str | None = None) -> BoardFingerprint:
+    """Kernel, OS and BSP release, CPU governor, temperature, TFLite runtime, the delegate
+    file with its sha256 and version, benchmark_model's version, Vela's when installed."""
     script = _FINGERPRINT_SCRIPT
     if delegate:
         q = shlex.quote(delegate)
         script += (f'echo "delegate_file=$(readlink -f {q} 2>/dev/null)"\n'
                    f'if command -v dpkg >/dev/null 2>&1; then echo "delegate_package=$(dpkg -S '
-                   f'$(readlink -f {q}) 2>/dev/null | head -n1)"; fi\n')
+                   f'$(readlink -f {q}) 2>/dev/null | head -n1)"; fi\n'
+                   f'if command -v opkg >/dev/null 2>&1; then echo "delegate_package=$(opkg search '
+                   f'$(readlink -f {q}) 2>/dev/null | head -n1)"; fi\n'
+                   f'if [ -f {q} ]; then echo "delegate_sha256=$( (sha256sum {q} 2>/dev/null || '
+                   f'openssl dgst -sha256 -r {q} 2>/dev/null) | cut -c1-64)"; '
+                   f'echo "delegate_strings_version=$(grep -a -o -m1 -E '
+                   f"'[Vv]ersion[ :=]+[0-9]+[.][0-9]+[.0-9]*' {q} 2>/dev/null | head -n1)\"; fi\n")
+    if benchmark_model:
+        script += f'echo "benchmark_model_file=$(readlink -f {shlex.quote(benchmark_model)} 2>/dev/null)"\n'
     out = transport.run_shell(script, check=False).stdout
     values: dict[str, str] = {}
     for line in out.splitlines():
@@ -141,4 +165,29 @@ def board_fingerprint(transport, *, python: str | None = None,
                             machine=values.get("machine"), cpu_governor=values.get("cpu_governor"),
                             temperature_c=temp, tflite_runtime=runtime,
                             delegate_file=values.get("delegate_file"),
-                            delegate_package=values.get("delegate_package"))
+                            delegate_package=values.get("delegate_package"),
+                            bsp_release=values.get("bsp_build") or values.get("bsp_os"),
+                            os_version_id=values.get("os_version_id"),
+                            buildinfo=values.get("buildinfo"),
+                            delegate_sha256=values.get("delegate_sha256"),
+                            delegate_version=_delegate_version(values),
+                            benchmark_model_version=_tool_version(values.get("benchmark_model_file")),
+                            vela_version=values.get("vela_version"))
+
+
+def _delegate_version(values: dict[str, str]) -> str | None:
+    """The delegate's version: a ``.so.X.Y`` suffix, else its own strings, else its package."""
+    resolved = values.get("delegate_file") or ""
+    m = re.search(r"\.so\.(\d[\w.]*)$", resolved)
+    if m:
+        return m.group(1)
+    m = re.search(r"(\d+\.\d+[.\d]*)", values.get("delegate_strings_version") or "")
+    if m:
+        return m.group(1)
+    return values.get("delegate_package")
+
+
+def _tool_version(path: str | None) -> str | None:
+    """benchmark_model's version from NXP's install path ``/usr/bin/tensorflow-lite-2.11.1/...``."""
+    m = re.search(r"tensorflow-lite-(\d[\w.]*)", path or "")
+    return f"tensorflow-lite {m.group(1)}" if m else None

@@ -412,7 +412,8 @@ def parse_benchmark_output(text: str, *, source: str = "benchmark_model output")
         m = _UNCONSUMED.search(line)
         if m:
             recognised = True
-            flags = m.group("flags").split()
+            # flags are joined with spaces; a value may hold spaces: split before each "-flag"
+            flags = [f for f in re.split(r"\s+(?=--?[A-Za-z_])", m.group("flags").strip()) if f]
             unconsumed.extend(flags)
             for flag in flags:
                 fm = _DELEGATE_PATH_FLAG.match(flag)

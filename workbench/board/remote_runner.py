@@ -11,6 +11,14 @@ Phases are kept apart: delegate loading and interpreter build + ``allocate_tenso
 (cold start), the first ``invoke()`` (an NPU graph compile lands here), ``warmup``
 further invocations, then ``runs`` timed invocations.  On failure it prints
 ``{"ok": false, "stage": ..., "error": ...}`` and exits with status 3.
+
+With ``--inputs FILE.npz`` (one float32 array ``(N, ...)`` per deployment condition,
+already prepared as the model's float input) it also runs every sample once and adds
+``"outputs": {condition: [[float, ...], ...]}``: each output vector dequantized with
+the model's own output parameters, inputs quantized with its input parameters as
+TFLite's QUANTIZE does (``round half away from zero``, then the zero point, clipped).
+Every parameter is a plain command-line value or a plain numpy file: nothing here
+evaluates text.
 """
 
 import argparse
@@ -61,6 +69,46 @@ def _fill_inputs(interpreter, np, seed):
         interpreter.set_tensor(detail["index"], data)
 
 
+def _quantize(np, x, detail):
+    dtype = np.dtype(detail["dtype"])
+    if dtype.kind not in "iu":
+        return x.astype(dtype)
+    scale, zero_point = detail["quantization"]
+    info = np.iinfo(dtype)
+    v = np.asarray(x, np.float32) / np.float32(scale)
+    v = np.trunc(v + np.copysign(np.float32(0.5), v))
+    v += np.float32(zero_point)
+    np.clip(v, info.min, info.max, out=v)
+    return v.astype(dtype)
+
+
+def _dequantize(np, y, detail):
+    if np.dtype(detail["dtype"]).kind not in "iu":
+        return y.astype(np.float32)
+    scale, zero_point = detail["quantization"]
+    return (y.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
+
+
+def _run_inputs(interpreter, np, path):
+    try:
+        data = np.load(path, allow_pickle=False)
+        arrays = dict((key, np.asarray(data[key], np.float32)) for key in data.files)
+    except Exception as exc:
+        _fail("inputs", "cannot read inputs %s: %s" % (path, exc))
+    detail = interpreter.get_input_details()[0]
+    out_detail = interpreter.get_output_details()[0]
+    outputs = {}
+    for key in sorted(arrays):
+        rows = []
+        for sample in arrays[key]:
+            interpreter.set_tensor(detail["index"], _quantize(np, sample[None, ...], detail))
+            interpreter.invoke()
+            y = _dequantize(np, interpreter.get_tensor(out_detail["index"]), out_detail)
+            rows.append([float(v) for v in y.reshape(-1)])
+        outputs[key] = rows
+    return outputs
+
+
 def _parse_options(items):
     options = {}
     for item in items or []:
@@ -80,6 +128,8 @@ def main(argv=None):
     parser.add_argument("--delegate", default=None, help="external delegate library path")
     parser.add_argument("--delegate-option", action="append", default=[], help="key=value")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--inputs", default=None,
+                        help=".npz of prepared float inputs, one array per condition")
     args = parser.parse_args(argv)
 
     try:
@@ -126,12 +176,23 @@ def main(argv=None):
         runs = [timed() for _ in range(max(0, args.runs))]
     except Exception as exc:
         _fail("invoke", "invoke() failed: %s" % exc)
-    sys.stdout.write(json.dumps({
+    outputs = None
+    if args.inputs:
+        try:
+            outputs = _run_inputs(interpreter, np, args.inputs)
+        except SystemExit:
+            raise
+        except Exception as exc:
+            _fail("invoke", "invoke() on the inputs failed: %s" % exc)
+    payload = {
         "ok": True, "runtime": runtime, "python": sys.version.split()[0],
         "delegate": args.delegate, "n_ops": n_ops,
         "delegate_load_us": (t1 - t0) * 1e6, "interpreter_init_us": (t2 - t1) * 1e6,
         "cold_start_us": (t2 - t0) * 1e6, "first_inference_us": first,
-        "warmup_us": warm, "runs_us": runs}) + "\n")
+        "warmup_us": warm, "runs_us": runs}
+    if outputs is not None:
+        payload["outputs"] = outputs
+    sys.stdout.write(json.dumps(payload) + "\n")
     return 0
 
 

@@ -9,7 +9,9 @@ or :class:`~workbench.board.ssh.LocalTransport`) and return :class:`RawRun`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -36,13 +38,16 @@ class RawRun:
     n_ops: Optional[int] = None
     log: Optional[BenchmarkLog] = None
     extra: dict[str, Any] = field(default_factory=dict)
+    stdout: str = ""            # the runner's raw output (what a recording keeps)
+    stderr: str = ""
+    returncode: int = 0
 
 
-def run_python(transport, *, python: str, runner_path: str, model_path: str,
-               runs: int, warmup: int, delegate: str | None = None, threads: int | None = None,
-               delegate_options: dict[str, str] | None = None, seed: int = 0,
-               timeout: float | None = None) -> RawRun:
-    """Time ``model_path`` with the pushed Python runner."""
+def python_argv(*, python: str, runner_path: str, model_path: str, runs: int, warmup: int,
+                delegate: str | None = None, threads: int | None = None,
+                delegate_options: dict[str, str] | None = None, seed: int = 0,
+                inputs_path: str | None = None) -> list[str]:
+    """The Python runner's command line (every value a plain string)."""
     argv = [python, runner_path, "--model", model_path, "--runs", str(runs),
             "--warmup", str(warmup), "--seed", str(seed)]
     if delegate:
@@ -51,34 +56,101 @@ def run_python(transport, *, python: str, runner_path: str, model_path: str,
         argv += ["--delegate-option", f"{key}={value}"]
     if threads:
         argv += ["--threads", str(threads)]
+    if inputs_path:
+        argv += ["--inputs", inputs_path]
+    return argv
+
+
+def run_python(transport, *, python: str, runner_path: str, model_path: str,
+               runs: int, warmup: int, delegate: str | None = None, threads: int | None = None,
+               delegate_options: dict[str, str] | None = None, seed: int = 0,
+               timeout: float | None = None) -> RawRun:
+    """Time ``model_path`` with the pushed Python runner."""
+    argv = python_argv(python=python, runner_path=runner_path, model_path=model_path, runs=runs,
+                       warmup=warmup, delegate=delegate, threads=threads,
+                       delegate_options=delegate_options, seed=seed)
     result = transport.run(argv, check=False, timeout=timeout)
-    payload = _last_json(result.stdout)
+    raw = raw_from_python_output(result.stdout, stderr=result.stderr, returncode=result.returncode,
+                                 label=transport.label, python=python)
+    return dataclasses.replace(raw, stdout=result.stdout, stderr=result.stderr,
+                               returncode=result.returncode)
+
+
+def _python_payload(stdout: str, *, stderr: str, returncode: int, label: str,
+                    python: str | None) -> dict:
+    payload = _last_json(stdout)
     if payload is None:
         hint = ""
-        if result.returncode == 127 or "not found" in result.stderr:
+        if returncode == 127 or "not found" in stderr:
             hint = (f" Next: `python` ({python!r}) may not exist there; set `python:` in "
                     "boards.yaml or pass --python.")
-        raise BoardError(f"{transport.label}: the Python runner failed with exit code "
-                         f"{result.returncode} and printed no result.{hint}\nstderr (tail):\n"
-                         f"{tail(result.stderr) or '(empty)'}")
+        raise BoardError(f"{label}: the Python runner failed with exit code "
+                         f"{returncode} and printed no result.{hint}\nstderr (tail):\n"
+                         f"{tail(stderr) or '(empty)'}")
     if not payload.get("ok"):
         stage = payload.get("stage", "?")
         todo = {"delegate": "check the delegate path and that it matches the board's TFLite runtime",
                 "import": "install tflite_runtime or ai_edge_litert and numpy for that Python",
                 "load": "check the model file (is it a .tflite flatbuffer?)",
+                "inputs": "check the inputs file the workbench uploaded (numpy .npz)",
                 "invoke": "the model could not run; check the delegate's messages in stderr"}
-        raise BoardError(f"{transport.label}: Python runner failed at stage {stage!r}: "
+        raise BoardError(f"{label}: Python runner failed at stage {stage!r}: "
                          f"{payload.get('error')}. Next: {todo.get(stage, 'see stderr')}.\n"
-                         f"stderr (tail):\n{tail(result.stderr, 600) or '(empty)'}")
+                         f"stderr (tail):\n{tail(stderr, 600) or '(empty)'}")
+    return payload
+
+
+def raw_from_python_output(stdout: str, *, stderr: str = "", returncode: int = 0,
+                           label: str = "board", python: str | None = None) -> RawRun:
+    """A :class:`RawRun` from the Python runner's stdout (live, or read from a recording)."""
+    payload = _python_payload(stdout, stderr=stderr, returncode=returncode, label=label,
+                              python=python)
+    try:
+        values = {k: float(payload[k]) for k in ("cold_start_us", "first_inference_us")}
+        warm = tuple(float(v) for v in payload["warmup_us"])
+        runs = tuple(float(v) for v in payload["runs_us"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BoardError(f"{label}: the Python runner's result lacks or garbles {exc}. Next: "
+                         "re-run; the runner's output may be cut.") from None
+    if not all(math.isfinite(v) for v in (*values.values(), *warm, *runs)):
+        raise BoardError(f"{label}: the Python runner reported a timing that is not a finite "
+                         "number; nothing of this run is a measurement. Next: re-run.")
     return RawRun(runner="python", runtime=payload.get("runtime"),
-                  cold_start_us=float(payload["cold_start_us"]),
-                  first_inference_us=float(payload["first_inference_us"]),
-                  warmup_us=tuple(float(v) for v in payload["warmup_us"]),
-                  runs_us=tuple(float(v) for v in payload["runs_us"]),
-                  n_ops=payload.get("n_ops"),
+                  cold_start_us=values["cold_start_us"],
+                  first_inference_us=values["first_inference_us"],
+                  warmup_us=warm, runs_us=runs, n_ops=payload.get("n_ops"),
                   extra={"delegate_load_us": payload.get("delegate_load_us"),
                          "interpreter_init_us": payload.get("interpreter_init_us"),
-                         "python_version": payload.get("python")})
+                         "python_version": payload.get("python")},
+                  stdout=stdout)
+
+
+def run_accuracy(transport, *, python: str, runner_path: str, model_path: str, inputs_path: str,
+                 delegate: str | None = None, threads: int | None = None,
+                 delegate_options: dict[str, str] | None = None,
+                 timeout: float | None = None) -> tuple[dict[str, Any], str]:
+    """Run the held-out sample through the model on the board: ``(payload, raw stdout)``.
+
+    ``payload["outputs"]`` maps each condition to a list of per-sample output vectors
+    (dequantized floats), in the order of the uploaded ``inputs`` file.
+    """
+    argv = python_argv(python=python, runner_path=runner_path, model_path=model_path, runs=0,
+                       warmup=0, delegate=delegate, threads=threads,
+                       delegate_options=delegate_options, inputs_path=inputs_path)
+    result = transport.run(argv, check=False, timeout=timeout)
+    return accuracy_from_output(result.stdout, stderr=result.stderr, returncode=result.returncode,
+                                label=transport.label, python=python), result.stdout
+
+
+def accuracy_from_output(stdout: str, *, stderr: str = "", returncode: int = 0,
+                         label: str = "board", python: str | None = None) -> dict[str, Any]:
+    """The accuracy runner's payload (live or recorded); outputs must be present."""
+    payload = _python_payload(stdout, stderr=stderr, returncode=returncode, label=label,
+                              python=python)
+    if not isinstance(payload.get("outputs"), dict):
+        raise BoardError(f"{label}: the runner printed no outputs for the accuracy sample. "
+                         "Next: re-run; the runner may be an old copy.")
+    return payload
 
 
 def _last_json(stdout: str) -> Optional[dict]:
@@ -126,17 +198,23 @@ def run_benchmark_model(transport, *, binary: str, model_path: str, runs: int, w
                                 threads=threads, op_profiling=op_profiling)
     command = " ".join(shlex.quote(a) for a in argv) + " 2>&1"
     result = transport.run_shell(command, check=False, timeout=timeout)
-    text = result.stdout
+    raw = raw_from_benchmark_output(result.stdout, returncode=result.returncode,
+                                    label=transport.label)
+    return dataclasses.replace(raw, extra={"argv": argv})
+
+
+def raw_from_benchmark_output(text: str, *, returncode: int = 0, label: str = "board") -> RawRun:
+    """A :class:`RawRun` from benchmark_model's output (live, or read from a recording)."""
     try:
-        log = parse_benchmark_output(text, source=f"benchmark_model on {transport.label}")
+        log = parse_benchmark_output(text, source=f"benchmark_model on {label}")
     except BenchmarkParseError as exc:
-        raise BoardError(f"{exc} (exit code {result.returncode})") from None
-    if result.returncode != 0:
-        raise BoardError(f"{transport.label}: benchmark_model exited with code "
-                         f"{result.returncode}.\noutput (tail):\n{tail(text) or '(empty)'}")
+        raise BoardError(f"{exc} (exit code {returncode})") from None
+    if returncode != 0:
+        raise BoardError(f"{label}: benchmark_model exited with code "
+                         f"{returncode}.\noutput (tail):\n{tail(text) or '(empty)'}")
     if log.inference_avg_us is None and log.inference is None:
-        raise BoardError(f"{transport.label}: benchmark_model finished but printed no inference "
+        raise BoardError(f"{label}: benchmark_model finished but printed no inference "
                          f"timings.\noutput (tail):\n{tail(text)}")
     return RawRun(runner="benchmark_model", runtime=None,
                   cold_start_us=log.init_us, first_inference_us=log.first_inference_us,
-                  log=log, extra={"argv": argv})
+                  log=log, stdout=text, returncode=returncode)
