@@ -102,7 +102,8 @@ def test_scores_are_cached_per_model_dataset_split_condition(reference, digits, 
     assert second.cache_hits == 4 and set(second.modes.values()) == {"cached"}
     assert second.rows == first.rows
     # a corrupt cache file is a miss, and is replaced
-    key = eval_cache.cache_key(second.model_sha256["reference_pt"], digits.hash, "test", "daylight")
+    key = eval_cache.cache_key(second.model_sha256["reference_pt"], digits.hash, "test", "daylight",
+                               contract=second.contract.to_params())
     eval_cache.cache_path(key).write_bytes(b"not an npz")
     third = compare_accuracy(reference.tflite, int8_models["pt"], digits, conditions="daylight,motion-blur")
     assert third.cache_hits == 3 and third.rows == first.rows
@@ -166,3 +167,15 @@ def test_duplicate_stems_get_distinct_names(reference, digits, int8_models, tmp_
     rep = compare_accuracy(reference.tflite, [int8_models["pc"], str(other)], digits, conditions=["daylight"])
     assert rep.models == ("fp32", "reference_pc", "reference_pc_2")
     assert rep.rows[1].correct == rep.rows[2].correct
+
+
+def test_fidelity_rows_per_condition_candidate_and_output(report):
+    assert {(f.condition, f.model) for f in report.fidelity} == {(c, m) for c in report.conditions
+                                                                 for m in report.candidates}
+    for f in report.fidelity:
+        assert f.output_index == 0 and f.kind == "class_scores" and f.values == 10 and f.n == 540
+        assert f.topk[0] == 1 and f.topk_agreement[0] == pytest.approx(report.row(f.condition, f.model).agreement)
+        assert f.sqnr_ci_low <= f.sqnr_db <= f.sqnr_ci_high and 10 < f.sqnr_db < 60
+        assert f.cosine_ci_low <= f.cosine <= f.cosine_ci_high <= 1.0
+    assert report.contract is not None and report.contract.size == (32, 32)
+    assert "fidelity per output" in report.text() and "FP32 vs INT8 fidelity" in report._repr_html_()

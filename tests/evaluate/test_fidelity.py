@@ -1,0 +1,99 @@
+"""Per-output fidelity statistics and task metrics on arrays with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from workbench.errors import EvaluationError
+from workbench.evaluate.fidelity import FidelityRow, fidelity_rows, output_fidelity, pair_outputs, text
+from workbench.evaluate.metrics import metric_values, pck, resolve_metric, top1
+from workbench.evaluate.stats import bootstrap_indices
+
+
+@pytest.fixture
+def idx():
+    return bootstrap_indices(400, 300, seed=0)
+
+
+def test_sqnr_of_known_noise(idx):
+    rng = np.random.default_rng(0)
+    ref = rng.normal(size=(400, 16))
+    noisy = ref + rng.normal(scale=0.1, size=ref.shape)             # signal 1, noise 0.01: 20 dB
+    stats = output_fidelity(ref, noisy, idx)
+    assert stats["sqnr_db"] == pytest.approx(20.0, abs=0.3)
+    assert stats["sqnr_ci_low"] < stats["sqnr_db"] < stats["sqnr_ci_high"]
+    assert 0.99 < stats["cosine"] < 1.0
+    assert stats["max_abs_error"] == pytest.approx(np.abs(noisy - ref).max())
+    assert stats["topk"] == ()                                         # not class scores
+
+
+def test_identical_outputs_and_zero_reference(idx):
+    ref = np.random.default_rng(1).normal(size=(400, 4))
+    same = output_fidelity(ref, ref.copy(), idx)
+    assert same["sqnr_db"] == 200.0 and same["cosine"] == pytest.approx(1.0) and same["max_abs_error"] == 0.0
+    zero = output_fidelity(np.zeros((400, 4)), ref, idx)
+    assert zero["sqnr_db"] is None
+
+
+def test_topk_agreement_for_class_scores(idx):
+    rng = np.random.default_rng(2)
+    ref = rng.normal(size=(400, 10))
+    cand = ref.copy()
+    top = ref.argmax(axis=1)
+    second = np.argsort(-ref, axis=1)[:, 1]
+    swap = np.arange(400) < 100                                        # a quarter: top-1 becomes second
+    cand[swap, top[swap]], cand[swap, second[swap]] = ref[swap, second[swap]], ref[swap, top[swap]]
+    stats = output_fidelity(ref, cand, idx, class_scores=True)
+    assert stats["topk"] == (1, 5)
+    assert stats["topk_agreement"][0] == pytest.approx(0.75) and stats["topk_agreement"][1] == 1.0
+    assert stats["topk_ci_low"][0] < 0.75 < stats["topk_ci_high"][0]
+
+
+def test_rows_pair_reordered_outputs_and_render(idx):
+    rng = np.random.default_rng(3)
+    ref = [rng.normal(size=(400, 10)), rng.normal(size=(400, 6))]
+    cand = [ref[1] + 0.01, ref[0]]                                     # a converter swapped the outputs
+    assert pair_outputs(ref, cand) == [(0, 1), (1, 0)]
+    rows = fidelity_rows("day", "int8", ref, cand, idx, names=("logits", "kp"), kinds=("class_scores", "keypoints"))
+    assert [r.output for r in rows] == ["logits", "kp"] and rows[0].topk_agreement[0] == 1.0
+    assert FidelityRow.from_dict(rows[1].to_dict()) == rows[1]
+    assert "kp (keypoints, 6)" in text(rows)
+    with pytest.raises(EvaluationError, match="the FP32 model has 2 output\\(s\\) but 'int8' has 1"):
+        pair_outputs(ref, cand[:1], "int8")
+    with pytest.raises(EvaluationError, match="do not match the FP32"):
+        pair_outputs(ref, [ref[0], rng.normal(size=(400, 5))])
+
+
+def test_builtin_metrics():
+    scores = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
+    np.testing.assert_array_equal(top1(scores, np.array([1, 1, 1])), [1, 0, 1])
+    true = np.array([[[0.5, 0.5], [0.1, 0.1]]])
+    pred = np.array([[0.5, 0.52, 0.3, 0.1]])                            # first within 0.05, second not
+    assert pck(pred, true)[0] == 0.5
+    with pytest.raises(EvaluationError, match="is this a keypoint model"):
+        pck(np.zeros((1, 3)), true)
+
+
+def test_custom_metric_by_module_name(tmp_path, monkeypatch):
+    (tmp_path / "my_task.py").write_text(
+        "import numpy as np\n"
+        "def error(outputs, labels):\n    return -np.abs(outputs[:, 0] - labels)\n"
+        "def total(outputs, labels):\n    return float(np.mean(outputs[:, 0] > 0))\n"
+        "def broken(outputs, labels):\n    raise RuntimeError('boom')\n")
+    monkeypatch.chdir(tmp_path)
+    name, fn = resolve_metric("my_task:error")
+    assert name == "my_task:error"
+    values = metric_values(name, fn, [np.array([[1.0], [2.0]])], np.array([1.0, 0.0]), "here")
+    np.testing.assert_array_equal(values, [0.0, -2.0])
+    assert metric_values("t", resolve_metric("my_task:total")[1], [np.array([[1.0], [-1.0]])], np.zeros(2), "x") == 0.5
+    with pytest.raises(EvaluationError, match="metric 'my_task:broken' failed on here: RuntimeError: boom"):
+        metric_values("my_task:broken", resolve_metric("my_task:broken")[1], [np.zeros((2, 1))], np.zeros(2), "here")
+    with pytest.raises(EvaluationError, match="cannot import module 'nope'"):
+        resolve_metric("nope:f")
+    with pytest.raises(EvaluationError, match="has no function 'missing'"):
+        resolve_metric("my_task:missing")
+    with pytest.raises(EvaluationError, match="must be one of 'top1', 'pck'.* or 'module:function'"):
+        resolve_metric("accuracy")
+    with pytest.raises(EvaluationError, match="expected one value per sample"):
+        metric_values("m", lambda o, y: np.zeros(5), [np.zeros((2, 1))], np.zeros(2), "x")
