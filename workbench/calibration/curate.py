@@ -336,6 +336,9 @@ def _stratified(pool_set: Any, n: int, targets: dict[str, float], rng: np.random
         if q <= 0:
             continue
         members = np.flatnonzero(pool_set.condition == c)
+        if not getattr(pool_set, "is_classification", True):   # keypoints, boxes...: by condition only
+            picked.append(rng.choice(members, size=min(q, len(members)), replace=False))
+            continue
         by_class = {k: members[pool_set.y[members] == k] for k in range(n_classes)}
         class_q, _ = allocate(q, {k: 1.0 for k in range(n_classes)}, {k: len(v) for k, v in by_class.items()})
         for k in range(n_classes):
