@@ -8,7 +8,7 @@ from .._validation import finite_float
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from .._cli import add_json_flag
     p = sub.add_parser(
         "evaluate", help="held-out accuracy per deployment condition: FP32 against INT8 candidates, with a gate",
         description="Score FP32 and each INT8 model on every deployment condition of a held-out split: "
@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "command exits 1 when the gate fails.")
     p.add_argument("fp32", metavar="FP32",
                    help="the FP32 model (.keras/.h5, SavedModel folder, .tflite, .onnx), or 'reference' for the "
-                        "reference model's FP32 .tflite")
+                        "reference model's FP32 .tflite, or 'keypoints' for the built-in keypoint model's")
     p.add_argument("candidates", metavar="INT8", nargs="+", help="one or more candidate models")
     p.add_argument("--data", "--dataset", dest="data", default="digits-conditions",
                    help="dataset name or path (default: digits-conditions)")
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated conditions (default: every condition in the split)")
     p.add_argument("--names", default=None, metavar="N1,N2",
                    help="comma-separated candidate names (default: file stems)")
-    p.add_argument("--gate", metavar="FILE", help="YAML gate file (max_drop_pp, min_agreement, conditions: ...)")
+    p.add_argument("--gate", metavar="FILE", help="quality gate YAML (see gate.yaml); its accuracy section is checked")
     p.add_argument("--max-drop", type=finite_float, metavar="PP",
                    help="gate: largest accepted drop in percentage points (overrides the file's default)")
     p.add_argument("--min-agreement", type=finite_float, metavar="FRACTION",
@@ -34,21 +34,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
     p.add_argument("--no-cache", action="store_true", help="run every model again even if scores are cached")
+    add_input_spec_flag(p)
+    p.add_argument("--metric", default=None, metavar="NAME|MODULE:FUNCTION",
+                   help="task metric called as metric(outputs, labels) per condition: 'top1', 'pck' or "
+                        "'module:function' (default: top1 for class labels, pck for a keypoint card)")
+    p.add_argument("--no-fidelity", action="store_true",
+                   help="skip the per-output FP32/INT8 fidelity (SQNR, cosine, max error, top-k agreement)")
     add_json_flag(p)
     p.set_defaults(func=_evaluate)
+
+
+def add_input_spec_flag(parser: argparse.ArgumentParser) -> None:
+    """``--input-spec FILE``: the model's input contract (shared by calibrate, quantize, evaluate, batch)."""
+    parser.add_argument("--input-spec", default=None, metavar="FILE",
+                        help="the model's input contract as a YAML card (layout, color, size, resize, range or "
+                             "mean/std, task, classes, outputs); default: <model>.card.yaml beside the model, "
+                             "else inferred from the model's input (see docs/byom.md)")
 
 
 def _evaluate(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from ..cli import EXIT_GATE_FAILED, EXIT_OK, emit
+    from .._cli import EXIT_GATE_FAILED, EXIT_OK, emit
     from ..errors import EvaluationError
     from .accuracy import compare_accuracy
-    from .gate import Gate, check_gate
+    from .gate import DEFAULT_MAX_DROP_PP, Gate, check_gate
 
     gate = None
     if args.gate or args.max_drop is not None or args.min_agreement is not None:
-        gate = Gate.from_yaml(args.gate) if args.gate else Gate()
+        gate = Gate.from_yaml(args.gate) if args.gate else Gate(max_drop_pp=DEFAULT_MAX_DROP_PP)
         changes = {}
         if args.max_drop is not None:
             changes["max_drop_pp"] = args.max_drop
@@ -59,12 +73,16 @@ def _evaluate(args: argparse.Namespace) -> int:
     if fp32 == "reference":
         from ..models.reference import reference_model
         fp32 = reference_model().tflite
+    elif fp32 == "keypoints":
+        from ..models.keypoints import keypoint_model
+        fp32 = keypoint_model().tflite
     names = [n.strip() for n in args.names.split(",")] if args.names else None
     if names is not None and len(names) != len(args.candidates):
         raise EvaluationError(f"--names gives {len(names)} name(s) for {len(args.candidates)} candidate model(s).")
     report = compare_accuracy(fp32, list(args.candidates), args.data, conditions=args.conditions,
                               split=args.split, names=names, n_bootstrap=args.bootstrap, seed=args.seed,
-                              cache=not args.no_cache)
+                              cache=not args.no_cache, input_spec=args.input_spec, metric=args.metric,
+                              fidelity=not args.no_fidelity)
     result = check_gate(report, gate) if gate is not None else None
     obj = report.to_dict()
     if result is not None:
