@@ -218,3 +218,11 @@ def test_explore_notebook_runs_under_papermill(reference, tmp_path):
     last = nb.cells[-1].outputs
     html = "".join(o.get("data", {}).get("text/html", "") for o in last)
     assert "imx93" in html and IMAGE in html
+
+
+def test_findings_of_the_current_settings_are_shown(ex):
+    found = ex.result.findings()
+    assert f"Findings on {ex.result.settings.target}" in ex.findings_panel.value
+    assert found.summary() in ex.findings_panel.value
+    # 60 random samples: the set is too small, and the finding says so in the panel
+    assert "calibration.too-small" in found.codes and "calibration.too-small" in ex.findings_panel.value

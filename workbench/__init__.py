@@ -62,6 +62,11 @@ _EXPORTS = {
     "TimingResult": "workbench.board.timing",
     "parse_benchmark_output": "workbench.board.parse",
     "BenchmarkLog": "workbench.board.parse",
+    # findings (every stage)
+    "Finding": "workbench.findings",
+    "Findings": "workbench.findings",
+    "findings_for": "workbench.findings",
+    "run_findings": "workbench.findings",
     # runs, batch, explorer
     "RunFolder": "workbench.runs",
     "run_batch": "workbench.batch",

@@ -97,6 +97,12 @@ class Exploration(Result):
     warnings: tuple[str, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
 
+    def findings(self) -> Any:
+        """The findings of this setting (calibration, quantized file, audit, accuracy, placement), from its data."""
+        from .findings import collect, findings_for
+        results = (self.calibration, self.quantized, self.audit, self.accuracy, self.placement)
+        return collect(*(findings_for(r, target=self.settings.target) for r in results if r is not None))
+
     def accuracy_table(self) -> tuple[ConditionAccuracy, ...]:
         """Per condition: sample count, FP32 and INT8 accuracy, drop in percentage points."""
         return accuracy_rows(self.accuracy, self.settings.recipe)
@@ -133,10 +139,12 @@ class Exploration(Result):
     def _repr_html_(self) -> str:
         import matplotlib.pyplot as plt
         from . import display
+        from .findings import findings_html
         fig = self.figure()
         picture = display.figure_html(fig, alt="exploration")
         plt.close(fig)
         return (display.heading("Exploration") + display.paragraph(self.summary())
+                + findings_html(self.findings(), title=f"Findings on {self.settings.target}")
                 + (display.alert(self.placement_error) if self.placement_error else "")
                 + "".join(display.paragraph(f"warning: {w}") for w in self.warnings) + picture
                 + accuracy_html(self) + settings_html(self))
@@ -190,6 +198,7 @@ class Explorer:
                                            description="conditions", rows=min(len(self.test_conditions), 6))
         self.seed = settings.seed
         self.status = w.HTML()
+        self.findings_panel = w.HTML()
         self.accuracy_panel = w.HTML()
         self.audit_panel = w.HTML()
         self.placement_panel = w.HTML()
@@ -199,6 +208,7 @@ class Explorer:
             w.HBox([w.VBox([self.target, self.recipe, self.calibration_strategy, self.calibration_size]),
                     self.conditions]),
             self.status,
+            self.findings_panel,
             w.HBox([self.accuracy_panel, self.audit_panel]),
             self.placement_panel,
         ])
@@ -356,9 +366,12 @@ class Explorer:
     # -- drawing ---------------------------------------------------------------------------
     def _render(self, result: Exploration) -> None:
         import matplotlib.pyplot as plt
+
         from . import display
+        from .findings import findings_html
         self.status.value = (display.paragraph(result.summary())
                              + "".join(display.paragraph(f"warning: {w}") for w in result.warnings))
+        self.findings_panel.value = findings_html(result.findings(), title=f"Findings on {result.settings.target}")
         panels = [(self.accuracy_panel, result.plot_accuracy, "accuracy per condition", accuracy_html(result)),
                   (self.audit_panel, result.audit.plot, "clipping heatmap", "")]
         if result.placement is not None:

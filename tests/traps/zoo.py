@@ -466,5 +466,21 @@ def clean_reference(target: str) -> Findings:
         cal = wb.curate_calibration_set(data, 200, strategy="stratified")
         q = quantize(ref.keras, default_recipe(target), cal, dataset=data)
         placement = wb.analyze_placement(q.path, target)
+        accuracy = wb.compare_accuracy(ref.tflite, [q.path], data)
     return collect(findings_for(cal, target=target, dataset=data), findings_for(q, target=target),
-                   findings_for(placement, target=target))
+                   findings_for(placement, target=target), findings_for(accuracy, target=target))
+
+
+def clean_reference_timing(target: str) -> Findings:
+    """The reference model's INT8 file timed on the host CPU (the runner's defaults): timing findings."""
+    import warnings
+
+    import workbench as wb
+    from workbench.runs import default_recipe
+    data = wb.load_dataset("digits-conditions")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = wb.curate_calibration_set(data, 200, strategy="stratified")
+        q = quantize(wb.reference_model().keras, default_recipe(target), cal, dataset=data)
+        timing = wb.time_on_board(q.path, local=True)
+    return findings_for(timing, target=target)

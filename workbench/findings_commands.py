@@ -1,0 +1,58 @@
+"""``workbench findings``: every finding of a run folder (or of one model file), most severe first."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    from ._cli import add_json_flag
+    p = sub.add_parser(
+        "findings", help="list the findings (silent failures noticed) of a run folder or a model file",
+        description="Every finding of RUN_DIR (the folder `workbench batch --out` or the stage notebooks "
+                    "wrote: one folder per target), most severe first, with its evidence and next step. "
+                    "A .tflite/.onnx file instead of a folder: the findings of that model file (and of "
+                    "the model_manifest.json beside it). Exit code 1 when a finding is more severe than "
+                    "--fail-above. The catalogue of codes is docs/findings.md.")
+    p.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a run folder, or a .tflite/.onnx model file")
+    p.add_argument("--targets", default=None, help="comma-separated targets (default: every target folder)")
+    p.add_argument("--target", default="", help="with a model file: the target to judge it for")
+    p.add_argument("--min-severity", default="info", choices=("info", "warning", "error"),
+                   help="list only findings at least this severe (default: info)")
+    p.add_argument("--fail-above", default=None, choices=("info", "warning"),
+                   help="exit 1 when a finding is more severe than this (like the gate's findings.max_severity)")
+    p.add_argument("--docs", metavar="FILE", default=None,
+                   help="write the catalogue of every finding code as Markdown to FILE (docs/findings.md) and exit")
+    add_json_flag(p)
+    p.set_defaults(func=_findings)
+
+
+def _findings(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ._cli import EXIT_GATE_FAILED, EXIT_OK, emit
+    from .errors import WorkbenchError
+    from .findings import findings_for, run_findings, write_docs
+    if args.docs:
+        path = write_docs(args.docs)
+        emit({"docs": str(path)}, as_json=args.json, text=str(path))
+        return EXIT_OK
+    if not args.run_dir:
+        raise WorkbenchError("give RUN_DIR (a run folder or a model file), or --docs FILE.")
+    path = Path(args.run_dir)
+    if path.is_file() and path.suffix.lower() in (".tflite", ".onnx"):
+        from .quantize.findings import deployed_findings
+        from .quantize.inspect import inspect_model
+        found = findings_for(inspect_model(path), target=args.target) + deployed_findings(path, target=args.target)
+    else:
+        found = run_findings(path, targets=args.targets)
+    shown = found.at_least(args.min_severity)
+    emit({"run": str(path), "max_severity": found.max_severity, "counts": found.counts(),
+          "findings": shown.to_list()} if args.json else shown, as_json=args.json,
+         text=shown.text() if not args.json else None)
+    if args.fail_above and found.above(args.fail_above):
+        return EXIT_GATE_FAILED
+    return EXIT_OK
+
+
