@@ -226,3 +226,16 @@ def test_disagreement_beyond_the_threshold_is_flagged():
         AccuracySettings(dataset="x", min_agreement=float("nan"))
     with pytest.raises(BoardError, match="`accuracy_samples` must be a positive integer"):
         AccuracySettings(dataset="x", samples=0)
+
+
+# --- the committed recording: CI without a board gates on a replay ----------------------------
+REPLAY = FIXTURES / "replay"
+
+
+def test_committed_recording_replays_without_a_board():
+    r = time_on_board(REPLAY / "tiny_int8.tflite", replay=REPLAY)   # a folder of recordings
+    assert r.latency_kind == "replayed" and r.replayed_from == "loopback-python"
+    assert r.latency_label == ("replayed from loopback-sshd 2026-12-01 "
+                               "(board loopback-sshd CPU only (no delegate))")
+    assert r.n_runs == 200 and r.latency_us.p50 > 0 and r.runtime.startswith("ai_edge_litert")
+    assert r.on_board and r.fingerprint.os_release

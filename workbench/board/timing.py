@@ -434,8 +434,8 @@ def time_on_board(model: str | os.PathLike, *, board: str | None = None,
     ``benchmark_model=``, ``workdir=``, ``threads=``, ``delegate_options=``,
     ``connect_timeout=``, ``command_timeout=``, ``seed=``, ``fingerprint=``), as before.
     ``record=DIR`` keeps the runner's raw output, the board fingerprint and the model's
-    sha256 there; ``replay=DIR`` rebuilds the result from such a folder and refuses one
-    made with another model.  ``accuracy`` (an :class:`AccuracySettings` or a dict of its
+    sha256 there; ``replay=DIR`` rebuilds the result from such a folder (or, in a folder
+    of recordings, the one made with this model) and refuses one made with another model.  ``accuracy`` (an :class:`AccuracySettings` or a dict of its
     fields: ``dataset``, ``fp32_model``, ``int8_model``, ``samples``, ``min_agreement``)
     adds FP32-host / INT8-host / INT8-board accuracy per condition.  With ``placement``
     (a ``PlacementReport``, or anything with ``npu_ops``/``cpu_ops``) the board's
@@ -690,8 +690,9 @@ def _replay(path: Path, folder: Path, accuracy: AccuracySettings | None) -> Timi
     """Rebuild a TimingResult from a recording folder (same parsing as a live run)."""
     from . import runners as run_mod
     from .accuracy import compare, prepare_inputs
-    from .record import check_same_model, load_recording
+    from .record import check_same_model, find_recording, load_recording
 
+    folder = find_recording(folder, model_sha256=sha256_file(path))
     rec, stdout, acc_stdout = load_recording(folder)
     digest = check_same_model(rec, path, folder)
     label = f"recording {folder.name} of {rec.board or 'a board'}"
