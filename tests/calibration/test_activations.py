@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench.calibration.activations import activation_ranges, embeddings, iter_activations, quantized_layers
+from workbench.calibration.activations import (
+    activation_ranges,
+    embeddings,
+    iter_activations,
+    load_keras,
+    quantized_layers,
+)
 from workbench.errors import ModelError
 
 
@@ -32,8 +38,8 @@ def test_activations_match_the_model(reference, digits):
 
 
 def test_errors_name_the_file_and_layer(reference, tmp_path, digits):
-    with pytest.raises(ModelError, match="activations are read from the FP32 Keras model"):
-        quantized_layers(reference.tflite)
+    with pytest.raises(ModelError, match="not a Keras model"):
+        load_keras(reference.tflite)
     with pytest.raises(ModelError, match="no such model file"):
         quantized_layers(tmp_path / "missing.keras")
     with pytest.raises(ModelError, match="has no layer"):

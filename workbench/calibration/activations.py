@@ -1,4 +1,13 @@
-"""Per-layer activations of an FP32 Keras model: the tensors an INT8 model quantizes.
+"""Per-layer activations of an FP32 model: the tensors an INT8 model quantizes.
+
+Keras ``.keras``/``.h5`` models are tapped layer by layer (below).  Other formats are
+tapped as graphs (:class:`GraphTaps`): an ``.onnx`` file through ONNX Runtime with the
+tapped tensors added as graph outputs, an FP32 ``.tflite`` through LiteRT with all
+tensors preserved, a SavedModel folder through its FP32 ``.tflite`` conversion.  The
+same folding/fusion rule decides which tensors are tapped (an ONNX ``Conv`` followed by
+``Relu`` is one quantized tensor, the ``Relu``'s; a TFLite graph is already fused, so
+every op output that is not a reshape is tapped); tensors computed from constants only
+(weights built at run time) are not activations.
 
 The TFLite converter folds batch normalization into the convolution before it and
 fuses a following ReLU, so the tensor that gets an INT8 scale and zero point is the
@@ -39,6 +48,41 @@ def model_label(model: Any) -> str:
     return getattr(model, "name", type(model).__name__)
 
 
+SHAPE_ONLY_ONNX = ("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Dropout")
+FUSING_ONNX = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+FOLDED_ONNX = ("BatchNormalization",)
+FUSED_ONNX = ("Relu", "Clip", "LeakyRelu", "Add")      # Add: a MatMul's bias
+SHAPE_ONLY_TFLITE = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
+HEAD_ONNX = ("Softmax", "LogSoftmax", "Sigmoid")
+HEAD_TFLITE = ("SOFTMAX", "LOG_SOFTMAX", "LOGISTIC")
+
+
+def load_activation_model(model: Any) -> Any:
+    """What the activation functions run: a batch-free ``keras.Model`` for Keras input, a
+    :class:`GraphTaps` for an ``.onnx``/FP32 ``.tflite`` file or a SavedModel folder."""
+    if isinstance(model, GraphTaps):
+        return model
+    path = _model_path(model)
+    if path is not None:
+        from ..models.formats import model_format
+        fmt = model_format(path)
+        if fmt != "keras":
+            return GraphTaps(path, fmt)
+    return _batch_free(load_keras(model))
+
+
+def _model_path(model: Any) -> str | None:
+    keras_path = getattr(model, "keras", None)
+    if isinstance(keras_path, str):
+        return keras_path
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise ModelError(f"{path}: no such model file.")
+        return path
+    return None
+
+
 def load_keras(model: Any) -> Any:
     """A Keras model from a ``.keras``/``.h5`` path, a ``ReferenceModel`` or a ``keras.Model``."""
     keras_path = getattr(model, "keras", None)
@@ -49,8 +93,8 @@ def load_keras(model: Any) -> Any:
         if not os.path.exists(path):
             raise ModelError(f"{path}: no such model file.")
         if not path.lower().endswith((".keras", ".h5", ".hdf5")):
-            raise ModelError(f"{path}: activations are read from the FP32 Keras model (.keras or .h5); got "
-                             f"{os.path.basename(path)!r}. Pass the .keras file (reference_model().keras).")
+            raise ModelError(f"{path}: not a Keras model (.keras or .h5); got {os.path.basename(path)!r}. "
+                             "Other formats are read with load_activation_model(path).")
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import keras
         try:
@@ -95,7 +139,11 @@ def _consumers(model: Any) -> dict[str, list[Any]]:
 
 
 def quantized_layers(model: Any) -> tuple[str, ...]:
-    """Names of the layers whose outputs become quantized tensors (plus ``"input"``)."""
+    """Names of the layers (graph tensors for non-Keras models) whose outputs become quantized
+    tensors (plus ``"input"``)."""
+    model = load_activation_model(model) if not _is_keras(model) else model
+    if isinstance(model, GraphTaps):
+        return (INPUT, *model.tapped)
     model = load_keras(model)
     consumers = _consumers(model)
     names = [INPUT]
@@ -122,7 +170,11 @@ def _tap_model(model: Any, layers: Sequence[str]) -> Any:
 def iter_activations(model: Any, x: np.ndarray, *, layers: Sequence[str] | None = None,
                      batch_size: int = 256) -> Iterator[dict[str, np.ndarray]]:
     """Yield ``{layer: activations}`` for consecutive batches of ``x`` (float32 NHWC)."""
-    keras_model = _batch_free(load_keras(model))
+    loaded = model if _is_keras(model) else load_activation_model(model)
+    if isinstance(loaded, GraphTaps):
+        yield from loaded.iter_activations(x, layers=layers, batch_size=batch_size)
+        return
+    keras_model = _batch_free(load_keras(loaded))
     names = tuple(layers) if layers is not None else quantized_layers(keras_model)
     unknown = [n for n in names if n != INPUT and n not in {layer.name for layer in keras_model.layers}]
     if unknown:
@@ -158,8 +210,11 @@ def activation_ranges(model: Any, x: np.ndarray, *, layers: Sequence[str] | None
 
 def embeddings(model: Any, x: np.ndarray, *, batch_size: int = 256) -> np.ndarray:
     """The penultimate-layer features (the input of the model's last layer), flattened per sample."""
+    loaded = model if _is_keras(model) else load_activation_model(model)
+    if isinstance(loaded, GraphTaps):
+        return loaded.embeddings(x, batch_size=batch_size)
     import keras
-    keras_model = _batch_free(load_keras(model))
+    keras_model = _batch_free(load_keras(loaded))
     last = keras_model.layers[-1]
     feature = keras.Model(keras_model.inputs, last.input)
     fixed = tuple(keras_model.inputs[0].shape)[0]
@@ -168,3 +223,227 @@ def embeddings(model: Any, x: np.ndarray, *, batch_size: int = 256) -> np.ndarra
              for i in range(0, len(x), step)]
     feats = np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
     return feats.reshape(len(feats), -1)
+
+
+def _is_keras(model: Any) -> bool:
+    return hasattr(model, "layers") and hasattr(model, "inputs")
+
+
+# -- graphs: ONNX Runtime and LiteRT -------------------------------------------------------------
+class GraphTaps:
+    """Intermediate tensors of an ``.onnx``, FP32 ``.tflite`` or SavedModel, by tensor name.
+
+    ``tapped``: the tensors that become quantized tensors in INT8 (graph order);
+    ``embedding``: the input of the model's last computing op (before a softmax).
+    Images are NHWC float32; an NCHW ONNX input is fed transposed."""
+
+    def __init__(self, path: str | os.PathLike, fmt: str) -> None:
+        self.path = os.fspath(path)
+        self.format = fmt
+        if fmt == "onnx":
+            self._init_onnx()
+        elif fmt in ("tflite", "saved_model"):
+            self._init_tflite(self.path if fmt == "tflite" else _saved_model_tflite(self.path))
+        else:
+            raise ModelError(f"{self.path}: cannot read activations of a {fmt!r} model.")
+
+    def __repr__(self) -> str:
+        return f"GraphTaps({self.path!r}, {self.format}, {len(self.tapped)} tensors)"
+
+    # -- ONNX ------------------------------------------------------------------------------------
+    def _init_onnx(self) -> None:
+        import onnx
+
+        from ..models.predict import batch_free_onnx
+        from ..quantize.inspect import load_onnx
+        model = load_onnx(self.path)
+        graph = model.graph
+        init = {i.name for i in graph.initializer}
+        inputs = [i for i in graph.input if i.name not in init]
+        if len(inputs) != 1:
+            raise ModelError(f"{self.path}: the model has {len(inputs)} inputs; one image input is expected.")
+        self._input = inputs[0].name
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                for d in inputs[0].type.tensor_type.shape.dim]
+        self._input_dims = tuple(dims[1:])
+        dynamic = {self._input}
+        producer: dict[str, Any] = {}
+        consumers: dict[str, list[Any]] = {}
+        order: list[str] = []
+        for node in graph.node:
+            for name in node.input:
+                if name:
+                    consumers.setdefault(name, []).append(node)
+            if any(name in dynamic for name in node.input) and node.op_type not in ("Shape", "Size"):
+                for out in node.output:
+                    if out:
+                        dynamic.add(out)
+                        producer[out] = node
+                        order.append(out)
+        types = {v.name: v.type.tensor_type.elem_type for v in
+                 list(onnx.shape_inference.infer_shapes(model).graph.value_info) + list(graph.output)}
+        tapped = []
+        for name in order:
+            node = producer[name]
+            if types.get(name, 1) != 1 or node.op_type in SHAPE_ONLY_ONNX or node.output[0] != name:
+                continue
+            after = consumers.get(name, [])
+            follower = after[0].op_type if len(after) == 1 else None
+            if node.op_type in FUSING_ONNX and follower in FOLDED_ONNX + FUSED_ONNX:
+                continue
+            if node.op_type in FOLDED_ONNX and follower in FUSED_ONNX:
+                continue
+            tapped.append(name)
+        self.tapped = tuple(tapped)
+        self.embedding = _last_input(graph.output[0].name, producer, SHAPE_ONLY_ONNX, HEAD_ONNX,
+                                     lambda node: [n for n in node.input if n in dynamic])
+        wanted = set(self.tapped) | {self.embedding}
+        known = {o.name for o in graph.output}
+        for name in order:
+            if name in wanted and name not in known:
+                graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+        content = model.SerializeToString()
+        self._batched = dims[0] is None
+        if not self._batched:
+            import tempfile
+            with tempfile.NamedTemporaryFile(suffix=".onnx", delete=False) as handle:
+                handle.write(content)
+            try:
+                free = batch_free_onnx(handle.name)
+            finally:
+                os.unlink(handle.name)
+            if free is not None:
+                content, self._batched = free, True
+        import onnxruntime as ort
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        try:
+            self._session = ort.InferenceSession(content, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own types
+            raise ModelError(f"{self.path}: ONNX Runtime cannot load this model ({exc}).") from exc
+        self._run = self._run_onnx
+
+    def _onnx_feed(self, batch: np.ndarray) -> np.ndarray:
+        dims = self._input_dims
+        if len(dims) == 3 and batch.ndim == 4 and tuple(batch.shape[1:]) != dims and \
+                (dims[1], dims[2], dims[0]) == tuple(batch.shape[1:]):
+            return np.ascontiguousarray(batch.transpose(0, 3, 1, 2))
+        return batch
+
+    def _run_onnx(self, batch: np.ndarray, names: Sequence[str]) -> list[np.ndarray]:
+        feed = {self._input: self._onnx_feed(batch)}
+        if self._batched:
+            return [np.asarray(v) for v in self._session.run(list(names), feed)]
+        parts = [self._session.run(list(names), {self._input: feed[self._input][i:i + 1]})
+                 for i in range(len(batch))]
+        return [np.concatenate([p[k] for p in parts]) for k in range(len(names))]
+
+    # -- TFLite ----------------------------------------------------------------------------------
+    def _init_tflite(self, tflite: str) -> None:
+        from ..models.tflite_graph import read_tflite
+        graph = read_tflite(tflite)
+        if len(graph.inputs) != 1:
+            raise ModelError(f"{self.path}: the model has {len(graph.inputs)} inputs; one image input is expected.")
+        if any(t.is_quantized and not t.is_constant and t.dtype not in ("FLOAT32",) for t in graph.tensors):
+            raise ModelError(f"{self.path}: a quantized .tflite; activations are read from the FP32 model.")
+        self._tflite = tflite
+        by_index = {t.index: t for t in graph.tensors}
+        producer: dict[str, Any] = {}
+        tapped = []
+        for op in graph.ops:
+            for index in op.outputs:
+                if index < 0:
+                    continue
+                tensor = by_index[index]
+                producer[tensor.name] = op
+                if tensor.dtype == "FLOAT32" and op.type not in SHAPE_ONLY_TFLITE:
+                    tapped.append(tensor.name)
+        self.tapped = tuple(dict.fromkeys(tapped))
+        names = {t.index: t.name for t in graph.tensors}
+        self._input = names[graph.inputs[0]]
+        self.embedding = _last_input(names[graph.outputs[0]], producer, SHAPE_ONLY_TFLITE, HEAD_TFLITE,
+                                     lambda op: [names[i] for i in op.inputs[:1] if i >= 0])
+        from ai_edge_litert.interpreter import Interpreter
+        self._Interpreter = Interpreter
+        self._interp = Interpreter(model_path=tflite, experimental_preserve_all_tensors=True)
+        self._interp.allocate_tensors()
+        detail = self._interp.get_input_details()[0]
+        self._in_index = detail["index"]
+        self._input_dims = tuple(int(d) for d in detail["shape"][1:])
+        self._tensor_index = {d["name"]: d["index"] for d in self._interp.get_tensor_details()}
+        self._rows = 1
+        self._run = self._run_tflite
+
+    def _run_tflite(self, batch: np.ndarray, names: Sequence[str]) -> list[np.ndarray]:
+        parts: list[list[np.ndarray]] = []
+        for i in range(len(batch)):
+            self._interp.set_tensor(self._in_index, np.ascontiguousarray(batch[i:i + 1]))
+            self._interp.invoke()
+            parts.append([self._interp.get_tensor(self._tensor_index[n]).copy() for n in names])
+        return [np.concatenate([p[k] for p in parts]) for k in range(len(names))]
+
+    # -- shared ----------------------------------------------------------------------------------
+    def iter_activations(self, x: np.ndarray, *, layers: Sequence[str] | None = None,
+                         batch_size: int = 256) -> Iterator[dict[str, np.ndarray]]:
+        names = tuple(layers) if layers is not None else (INPUT, *self.tapped)
+        known = set(self.tapped) | {self.embedding}
+        unknown = [n for n in names if n != INPUT and n not in known]
+        if unknown:
+            raise ModelError(f"{self.path}: no tapped tensor(s) {', '.join(unknown)}; tensors: "
+                             f"{', '.join(self.tapped)}.")
+        tapped = [n for n in names if n != INPUT]
+        for start in range(0, len(x), batch_size):
+            batch = np.ascontiguousarray(x[start:start + batch_size], dtype=np.float32)
+            out = dict(zip(tapped, self._run(batch, tapped))) if tapped else {}
+            if INPUT in names:
+                out[INPUT] = batch
+            yield {n: out[n] for n in names}
+
+    def embeddings(self, x: np.ndarray, *, batch_size: int = 256) -> np.ndarray:
+        parts = [b[self.embedding] for b in self.iter_activations(x, layers=(self.embedding,),
+                                                                     batch_size=batch_size)]
+        feats = np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
+        return feats.reshape(len(feats), -1).astype(np.float32, copy=False)
+
+
+def _last_input(output: str, producer: dict[str, Any], shape_only: tuple[str, ...], head: tuple[str, ...],
+                inputs: Any) -> str:
+    """The input of the last computing op before ``output`` (skipping reshapes and a softmax)."""
+    name = output
+    for _ in range(64):
+        op = producer.get(name)
+        if op is None:
+            return name
+        kind = getattr(op, "op_type", None) or getattr(op, "type", "")
+        ins = inputs(op)
+        if not ins:
+            return name
+        if kind in shape_only or kind in head:
+            name = ins[0]
+            continue
+        return ins[0]
+    return name
+
+
+def _saved_model_tflite(path: str) -> str:
+    """The FP32 ``.tflite`` of a SavedModel folder (converted once, cached by content)."""
+    from .._io import atomic_write_bytes, cache_dir, sha256_file, stable_hash
+    from ..quantize.tflite_backend import _tf, load_function
+    key = stable_hash({"saved_model": sha256_file(path), "tensorflow": _tf_version()})
+    target = cache_dir("convert", "fp32") / f"{key[:32]}.tflite"
+    if target.is_file():
+        return str(target)
+    tf = _tf()
+    fn, _, _ = load_function(path, "saved_model")
+    try:
+        data = tf.lite.TFLiteConverter.from_concrete_functions([fn]).convert()
+    except Exception as exc:  # noqa: BLE001 - the converter raises many types
+        raise ModelError(f"{path}: the TFLite converter cannot convert this SavedModel to FP32 "
+                         f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]}).") from exc
+    atomic_write_bytes(target, bytes(data))
+    return str(target)
+
+
+def _tf_version() -> str:
+    from ..quantize.tflite_backend import toolchain
+    return toolchain()["tensorflow"]

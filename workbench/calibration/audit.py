@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._io import atomic_write_json, cache_dir, read_json, sha256_file, stable_hash
+from .._io import cache_dir, damaged_cache_entry, read_sealed_json, sha256_file, stable_hash, write_sealed_json
 from .._results import Result
 from .._validation import check_choice, check_range
 from ..errors import CalibrationError
@@ -200,7 +200,7 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
         split, conditions and thresholds, same audit code) from ``$NPU_WORKBENCH_CACHE/audit``.
     """
     from ..data.loaders import load_dataset
-    from .activations import INPUT, _batch_free, load_keras, model_label, quantized_layers
+    from .activations import INPUT, load_activation_model, model_label, quantized_layers
     data = load_dataset(dataset)
     check_range("clip_threshold", clip_threshold, 0.0, 1.0, error=CalibrationError)
     check_choice("activation_bits", activation_bits, (8, 16), error=CalibrationError)
@@ -213,13 +213,14 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
 
     cache_file = _cache_file(model, data, cal_hash, split, conds, clip_threshold, activation_bits) \
         if cache else None
-    if cache_file is not None and cache_file.is_file():
+    cached = read_sealed_json(cache_file) if cache_file is not None else None
+    if cached is not None:                           # a damaged entry warns, is removed and recomputed
         try:
-            return CoverageAudit.from_dict(read_json(cache_file))
-        except (ValueError, TypeError, KeyError):
-            pass                                     # a damaged entry is recomputed and rewritten
+            return CoverageAudit.from_dict(cached)
+        except (ValueError, TypeError, KeyError) as exc:
+            damaged_cache_entry(cache_file, f"{type(exc).__name__}: {exc}")
 
-    keras_model = _batch_free(load_keras(model))
+    keras_model = load_activation_model(model)   # a keras.Model, or graph taps of an ONNX/TFLite/SavedModel
     layers = quantized_layers(keras_model)
     calibrated = _ranges(keras_model, cal_data.x, layers, batch_size)
     levels = 2 ** activation_bits - 1
@@ -244,7 +245,7 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
         calibrated_ranges=calibrated, rows=tuple(rows), clip_threshold=float(clip_threshold),
         activation_bits=activation_bits, add_conditions=add, findings=findings)
     if cache_file is not None:
-        atomic_write_json(cache_file, audit.to_dict())
+        write_sealed_json(cache_file, audit.to_dict())
     return audit
 
 

@@ -17,7 +17,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +60,7 @@ class QuantizedModel(Result):
     manifest_path: str
     cache_key: str
     cache_hit: bool = False
+    conversion: dict[str, Any] | None = None   # how a non-Keras source reached the backend (onnx2tf...)
 
     def inspect(self) -> ModelInspection:
         """Read the file again (every tensor and op with its quantization)."""
@@ -85,6 +86,11 @@ class QuantizedModel(Result):
                 ("output", f"{q_out.dtype} scale={q_out.scale} zero_point={q_out.zero_point}"),
                 ("float ops", ", ".join(self.float_ops) or "none"), ("min runtime", self.min_runtime),
                 ("manifest", self.manifest_path), ("cache", "hit" if self.cache_hit else "miss")]
+        if self.conversion:
+            conv = self.conversion
+            rows.insert(4, ("converted with", f"{conv.get('tool')} "
+                            + ", ".join(f"{k} {v}" for k, v in sorted((conv.get('versions') or {}).items()))
+                            + "; NCHW->NHWC inputs: " + (", ".join(conv.get("transposed_inputs") or ()) or "none")))
         styles = [display.BAD_STYLE if r[0] == "float ops" and self.float_ops else "" for r in rows]
         return (display.heading("Quantized model") + display.paragraph(self.summary())
                 + display.table(("", ""), rows, row_styles=styles)
@@ -107,8 +113,11 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
 
     Parameters
     ----------
-    model : a Keras ``.keras``/``.h5`` file, a SavedModel folder (TFLite backend) or an
-        ``.onnx`` file (ONNX Runtime backend).
+    model : the FP32 source: a Keras ``.keras``/``.h5`` file, a SavedModel folder, an ``.onnx``
+        file or an FP32 ``.tflite`` file.  The TFLite backend takes an ``.onnx`` file through
+        onnx2tf (:func:`workbench.models.convert.convert_onnx`: NCHW->NHWC, checked against
+        ONNX Runtime) and an FP32 ``.tflite`` through tf2onnx then onnx2tf; the ONNX Runtime
+        backend takes Keras/SavedModel/FP32 ``.tflite`` through tf2onnx.
     recipe : a recipe name (``a8w8_pc``, ``a8w8_pt``, ``a16w8_pc``) or a :class:`QuantRecipe`.
     calibration : an (N, H, W, C) float32 array; a ``Dataset`` (all its samples); or a
         calibration set (has ``sample_ids`` and ``hash``) together with ``dataset=``.
@@ -137,8 +146,8 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
     source_sha = sha256_file(source)
     # 3. calibration samples
     calib = _resolve_calibration(calibration, dataset, calibration_size)
-    toolchain = _toolchain(rec.backend)
-    from .cache import cache_key, lookup, store
+    toolchain = _toolchain(rec.backend, fmt)
+    from .cache import cache_key, lookup
     key = cache_key(source_sha256=source_sha, recipe=rec.key(),
                     calibration={"hash": calib.hash, "sample_ids": list(calib.sample_ids)},
                     toolchain=toolchain)
@@ -164,29 +173,32 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
         op_summary=dict(inspection.op_summary), float_ops=inspection.float_ops + inspection.qdq_inside,
         weight_granularity=inspection.weight_granularity, full_integer=inspection.full_integer,
         min_runtime=inspection.min_runtime, toolchain=toolchain, manifest_path=str(manifest_path),
-        cache_key=key, cache_hit=hit is not None)
+        cache_key=key, cache_hit=hit is not None, conversion=manifest.get("conversion"))
 
 
 # -- steps -------------------------------------------------------------------------------------
 def _check_backend(source: Path, fmt: str, rec: QuantRecipe) -> None:
     if fmt == "tflite":
-        raise ModelError(f"{source}: already a .tflite file; quantization starts from the float source "
-                         "(Keras .keras/.h5, SavedModel folder or .onnx).")
-    if rec.backend == "onnx" and fmt != "onnx":
-        raise QuantizationError(
-            f"{source}: the ONNX Runtime backend takes an .onnx model; got a {fmt} model. Export it to ONNX "
-            "first (the reference model ships one: reference_model().onnx), or use backend='tflite'.")
-    if rec.backend == "tflite" and fmt == "onnx":
-        from .tflite_backend import load_function
-        load_function(source, fmt)  # raises the explanation
+        from .inspect import inspect_model as _inspect
+        found = _inspect(source)
+        quantized = [t for t in found.tensors if t.scales and t.dtype in ("INT8", "UINT8", "INT16", "INT32")]
+        if quantized:
+            raise ModelError(f"{source}: already a quantized .tflite file ({len(quantized)} quantized tensor(s), "
+                             f"e.g. {quantized[0].name!r} {quantized[0].dtype}); quantization starts from the float "
+                             "model: give the FP32 .tflite, the Keras .keras/.h5, SavedModel folder or .onnx it "
+                             "came from.")
 
 
-def _toolchain(backend: str) -> dict[str, str]:
+def _toolchain(backend: str, fmt: str = "keras") -> dict[str, str]:
+    """Tool versions of the quantization, plus the converters a non-native source goes through."""
     if backend == "tflite":
         from .tflite_backend import toolchain
     else:
         from .onnx_backend import toolchain
-    return {"npu-workbench": __version__, **toolchain()}
+    tools = {"npu-workbench": __version__, **toolchain()}
+    from ..models.convert import conversion_toolchain
+    tools.update(conversion_toolchain(fmt, backend))
+    return tools
 
 
 def _array_hash(x: np.ndarray) -> str:
@@ -261,19 +273,55 @@ def _model_input_shape(source: Path, fmt: str, rec: QuantRecipe) -> tuple[tuple[
     return shape, name, fn
 
 
+def _backend_source(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibration
+                    ) -> tuple[Path, str, dict[str, Any] | None]:
+    """The file the backend reads, its format, and how it was converted from ``source`` (or None).
+
+    TFLite backend: ``.onnx`` -> onnx2tf SavedModel (checked against ONNX Runtime); FP32
+    ``.tflite`` -> tf2onnx ONNX -> onnx2tf SavedModel.  ONNX backend: Keras/SavedModel/FP32
+    ``.tflite`` -> tf2onnx ONNX."""
+    from ..models import convert
+    if rec.backend == "tflite" and fmt in ("onnx", "tflite"):
+        onnx_path, first = (source, None) if fmt == "onnx" else convert.tf_to_onnx(source, fmt)
+        converted = convert.convert_onnx(onnx_path, samples=calib.x)
+        entry = converted.manifest_entry()
+        if first is not None:
+            entry["from"] = first
+        return Path(converted.saved_model), "saved_model", entry
+    if rec.backend == "onnx" and fmt != "onnx":
+        onnx_path, first = convert.tf_to_onnx(source, fmt)
+        return onnx_path, "onnx", first
+    return source, fmt, None
+
+
 def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibration, toolchain: dict[str, str],
                     key: str, source_sha: str, ext: str) -> tuple[Path, Path, ModelInspection]:
-    shape, input_name, _ = _model_input_shape(source, fmt, rec)
-    if tuple(calib.x.shape[1:]) != tuple(shape[1:]):
+    if rec.transforms:   # +cle/+bc: rewrite the float weights first (workbench/quantize/equalize.py)
+        from .equalize import apply_transforms
+        eq_source, eq_fmt, _ = apply_transforms(source, fmt, rec.transforms, weights=rec.weights,
+                                                calibration=calib.x)
+        work, work_fmt, conversion = _backend_source(eq_source, eq_fmt, rec, calib)
+    else:
+        work, work_fmt, conversion = _backend_source(source, fmt, rec, calib)
+    shape, input_name, _ = _model_input_shape(work, work_fmt, rec)
+    x = calib.x
+    if rec.backend == "onnx" and len(shape) == 4 and tuple(x.shape[1:]) == (shape[2], shape[3], shape[1]) \
+            and tuple(x.shape[1:]) != tuple(shape[1:]):
+        x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))   # NHWC images into an NCHW ONNX input
+        conversion = {**(conversion or {}), "calibration_layout": "NHWC images fed as NCHW"}
+    if tuple(x.shape[1:]) != tuple(shape[1:]):
+        layout = (" (the converted model takes NHWC: calibration images are (H, W, C))"
+                  if conversion and conversion.get("transposed_inputs") else "")
         raise CalibrationError(
             f"calibration samples have shape {tuple(calib.x.shape[1:])} per sample but model input "
-            f"{input_name!r} of {source} takes {tuple(shape)}; resize the images or pick the matching dataset.")
+            f"{input_name!r} of {source} takes {tuple(shape)}{layout}; resize the images or pick the matching "
+            "dataset.")
     if rec.backend == "onnx":
         from .onnx_backend import quantize_onnx
-        data = quantize_onnx(source, rec, calib.x)
+        data = quantize_onnx(work, rec, x)
     else:
         from .tflite_backend import quantize_tflite
-        data = quantize_tflite(source, fmt, rec, calib.x)
+        data = quantize_tflite(work, work_fmt, rec, calib.x)
     with tempfile.TemporaryDirectory(prefix="wb-quant-") as tmp:
         probe = Path(tmp) / f"model{ext}"
         probe.write_bytes(data)
@@ -290,8 +338,8 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
                      "sample_ids_sha256": hashlib.sha256("\0".join(calib.sample_ids).encode()).hexdigest()
                      if calib.sample_ids else None},
         source={"path": str(source), "sha256": source_sha, "format": fmt}, toolchain=toolchain,
-        inspection=inspection, cache_key=key,
-        created_utc=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        inspection=inspection, cache_key=key, conversion=conversion,
+        created_utc=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     from .cache import store
     model_path, manifest_path = store(key, ext, data, manifest)
     return model_path, manifest_path, inspect_model(model_path)

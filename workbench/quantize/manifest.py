@@ -29,8 +29,13 @@ def manifest_path_for(model_path: str | os.PathLike) -> Path:
 
 def build_manifest(*, file: str, sha256: str, size_bytes: int, fmt: str, recipe: dict[str, Any],
                    min_runtime: str, calibration: dict[str, Any], source: dict[str, Any],
-                   toolchain: dict[str, str], inspection: Any, cache_key: str, created_utc: str) -> dict[str, Any]:
-    """The manifest as a plain dict (JSON-ready)."""
+                   toolchain: dict[str, str], inspection: Any, cache_key: str, created_utc: str,
+                   conversion: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest as a plain dict (JSON-ready).
+
+    ``conversion`` records how a non-native source reached the backend (onnx2tf / tf2onnx
+    versions, the tool environment's lock hash, which inputs went NCHW->NHWC, the
+    ONNX-vs-TFLite agreement); None for a source the backend reads directly."""
     stem = Path(source.get("path", "model")).stem or "model"
     return {
         "schema": SCHEMA,
@@ -53,6 +58,7 @@ def build_manifest(*, file: str, sha256: str, size_bytes: int, fmt: str, recipe:
         "weight_granularity": inspection.weight_granularity,
         "cache_key": cache_key,
         "created_utc": created_utc,
+        "conversion": conversion,
     }
 
 
