@@ -17,7 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._io import atomic_path, atomic_write_text, cache_dir, sha256_file, stable_hash
+from .._io import (atomic_path, atomic_write_text, cache_dir, check_folder_seal, damaged_cache_entry, seal_folder,
+                   sha256_file, stable_hash)
 from .._results import Result
 from ..errors import PlacementError
 
@@ -116,7 +117,10 @@ def run_vela(model: str | Path, *, config: dict[str, str] | None = None, use_cac
     version = vela_version()
     key = stable_hash({"model": sha256_file(model), "vela": version, "config": config})[:24]
     folder = cache_dir("vela") / key
-    cached = use_cache and (folder / STDOUT_FILE).is_file()
+    cached = use_cache and folder.is_dir()
+    if cached and (damage := check_folder_seal(folder)) is not None:  # content checked, not presence
+        damaged_cache_entry(folder, damage)
+        cached = False
     if not cached:
         with atomic_path(folder, replace_folder=True) as tmp:
             tmp.mkdir()
@@ -134,6 +138,7 @@ def run_vela(model: str | Path, *, config: dict[str, str] | None = None, use_cac
                     "TFLite file with static shapes.")
             atomic_write_text(tmp / STDOUT_FILE, proc.stdout)
             atomic_write_text(tmp / "command.txt", " ".join(cmd) + "\n")
+            seal_folder(tmp)  # last: an entry without a matching seal is never trusted
     return parse_vela_output(folder, version=version, cached=cached)
 
 

@@ -10,11 +10,10 @@ bytes, so an interrupted run never leaves an entry a later run believes.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_path, cache_dir, stable_hash, to_json
+from .._io import atomic_path, cache_dir, damaged_cache_entry, stable_hash, to_json
 from .manifest import MANIFEST_NAME, verify_manifest
 
 
@@ -36,7 +35,7 @@ def lookup(key: str, ext: str) -> tuple[Path, Path] | None:
         return None
     if verify_manifest(model, manifest):
         return model, manifest
-    shutil.rmtree(folder, ignore_errors=True)
+    damaged_cache_entry(folder, "the model file is missing or does not match the sha256 in its manifest")
     return None
 
 

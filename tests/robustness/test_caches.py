@@ -1,0 +1,101 @@
+"""Caches and reused records are trusted on their content hash, never on a file's presence.
+
+A truncated or rewritten entry gives a WorkbenchWarning, is removed and computed again:
+never a traceback, never a false result.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from workbench import _io
+from workbench.errors import WorkbenchWarning
+
+
+def _truncate(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _rewrite_scores(path):
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays["scores"] = arrays["scores"][::-1].copy()       # other numbers, old sha256
+    np.savez(path, **arrays)
+
+
+def _empty(path):
+    path.write_bytes(b"")
+
+
+@pytest.mark.parametrize("damage", [_truncate, _rewrite_scores, _empty])
+def test_evaluation_cache_entry_damaged_is_redone_with_a_note(damage):
+    from workbench.evaluate import cache
+    ids = np.array([f"s{i}" for i in range(20)])
+    scores = np.random.default_rng(0).random((20, 10)).astype(np.float32)
+    key = "robustness-" + damage.__name__
+    path = cache.save_scores(key, ids, scores)
+    np.testing.assert_array_equal(cache.load_scores(key, ids), scores)
+    damage(path)
+    with pytest.warns(WorkbenchWarning, match="is damaged"):
+        assert cache.load_scores(key, ids) is None
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("damage", [_truncate, _empty])
+def test_evaluation_outputs_cache_damaged_is_redone(damage):
+    from workbench.evaluate import cache
+    ids = np.array(["a", "b"])
+    path = cache.save_outputs("robust-out-" + damage.__name__, ids, [np.ones((2, 3)), np.zeros((2, 2))])
+    damage(path)
+    with pytest.warns(WorkbenchWarning, match="is damaged"):
+        assert cache.load_outputs("robust-out-" + damage.__name__, ids) is None
+
+
+@pytest.mark.parametrize("edit", ["truncate", "value", "not-json", "list"])
+def test_sealed_json_entry_edited_is_refused(tmp_path, edit):
+    path = _io.write_sealed_json(tmp_path / "entry.json", {"clip_rate": 0.25, "rows": [1, 2]})
+    assert _io.read_sealed_json(path) == {"clip_rate": 0.25, "rows": [1, 2]}
+    text = path.read_text()
+    path.write_text({"truncate": text[:20], "value": text.replace("0.25", "0.0"), "not-json": "NaN",
+                     "list": "[1, 2]"}[edit])
+    with pytest.warns(WorkbenchWarning, match="is damaged"):
+        assert _io.read_sealed_json(path) is None
+    assert not path.exists()
+
+
+def test_sealed_folder_detects_a_changed_missing_or_unsealed_file(tmp_path):
+    folder = tmp_path / "entry"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "b.bin").write_bytes(b"b")
+    _io.seal_folder(folder)
+    assert _io.check_folder_seal(folder) is None
+    (folder / "sub" / "b.bin").write_bytes(b"B")
+    assert "does not match" in _io.check_folder_seal(folder)
+    (folder / "sub" / "b.bin").unlink()
+    assert _io.check_folder_seal(folder)
+    (folder / _io.SEAL_FILE).unlink()
+    assert "is missing" in _io.check_folder_seal(folder)
+
+
+def test_quantize_cache_entry_with_a_changed_model_is_redone(tmp_path):
+    from workbench.quantize import cache
+    manifest = {"schema": "npu-workbench/model-manifest/1", "file": "model.tflite",
+                "sha256": _io.sha256_bytes(b"model"), "size_bytes": 5}
+    model, _ = cache.store("robustness-key", ".tflite", b"model", manifest)
+    assert cache.lookup("robustness-key", ".tflite") is not None
+    model.write_bytes(b"other")
+    with pytest.warns(WorkbenchWarning, match="is damaged"):
+        assert cache.lookup("robustness-key", ".tflite") is None
+    assert not model.parent.exists()
+
+
+def test_manifest_json_never_holds_nan(tmp_path):
+    from workbench._io import atomic_write_json
+    path = atomic_write_json(tmp_path / "m.json", {"scale": np.float32("nan"), "zp": np.int64(3)})
+    assert json.loads(path.read_text()) == {"scale": None, "zp": 3}
