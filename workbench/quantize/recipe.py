@@ -61,6 +61,7 @@ class QuantRecipe(Result):
     percentile: float = 99.999
     exclude: tuple[str, ...] = ()
     allow_float_fallback: bool = False
+    transforms: tuple[str, ...] = ()    # float-weight transforms before conversion: "cle", "bc" (equalize.py)
 
     def __post_init__(self) -> None:
         err = QuantizationError
@@ -75,6 +76,10 @@ class QuantRecipe(Result):
         if isinstance(self.exclude, str) or not all(isinstance(e, str) and e for e in self.exclude):
             raise err(f"`exclude` must be a tuple of op types or node names. Got {self.exclude!r} instead.")
         object.__setattr__(self, "exclude", tuple(self.exclude))
+        if isinstance(self.transforms, str) or any(t not in TRANSFORMS for t in self.transforms):
+            raise err(f"`transforms` must be a tuple of {', '.join(map(repr, TRANSFORMS))}. "
+                      f"Got {self.transforms!r} instead.")
+        object.__setattr__(self, "transforms", tuple(t for t in TRANSFORMS if t in self.transforms))
         where = f"recipe {self.name!r}"
         if self.backend == "tflite" and self.calibrator not in TFLITE_CALIBRATORS:
             raise err(f"{where}: the TFLite converter has no {self.calibrator!r} calibrator (it calibrates "
@@ -126,6 +131,8 @@ class QuantRecipe(Result):
         parts = [f"{self.name}: {self.backend}", f"A{self.activation_bits}W{self.weight_bits}",
                  self.weights.replace("_", "-"), f"io {self.input_dtype}/{self.output_dtype}",
                  self.calibrator + (f" p{self.percentile:g}" if self.calibrator == "percentile" else "")]
+        if self.transforms:
+            parts.append("transforms " + "+".join(self.transforms))
         if self.exclude:
             parts.append("exclude " + ",".join(self.exclude))
         parts.append("float fallback allowed" if self.allow_float_fallback else "full integer")
@@ -155,6 +162,10 @@ def get_recipe(name: str | QuantRecipe, *, backend: str | None = None, **changes
         if backend is not None and backend != base.backend:
             changes = {**_backend_defaults(backend), **changes}
     else:
+        full_name = str(name)
+        name, transforms = _split_transforms(name)
+        if transforms and "transforms" not in changes:
+            changes["transforms"] = transforms
         check_choice("recipe", name, RECIPES, error=QuantizationError)
         fields = dict(RECIPES[name])
         if backend is not None:
@@ -164,12 +175,23 @@ def get_recipe(name: str | QuantRecipe, *, backend: str | None = None, **changes
             raise QuantizationError(f"recipe {name!r} has 16-bit activations, a TFLite mode (16x8); the "
                                     "ONNX Runtime backend quantizes activations to 8 bits. Use "
                                     "backend='tflite' or recipe 'a8w8_pc'.")
-        base = QuantRecipe(name=name, **fields)
+        base = QuantRecipe(name=full_name, **fields)
     if changes.get("exclude") and "allow_float_fallback" not in changes:
         changes["allow_float_fallback"] = True
     if "exclude" in changes:
         changes["exclude"] = _as_tuple(changes["exclude"])
     return dataclasses.replace(base, **changes) if changes else base
+
+
+TRANSFORMS = ("cle", "bc")
+
+
+def _split_transforms(name: str) -> tuple[str, tuple[str, ...]]:
+    """``"a8w8_pt+cle+bc"`` -> ``("a8w8_pt", ("cle", "bc"))``; unknown transforms are an error."""
+    base, *extra = str(name).split("+")
+    for t in extra:
+        check_choice("recipe transform", t, TRANSFORMS, error=QuantizationError)
+    return base, tuple(extra)
 
 
 def _backend_defaults(backend: str) -> dict[str, Any]:
