@@ -113,8 +113,8 @@ if [ -r /etc/os-release ]; then echo "os_release=$(. /etc/os-release; echo "${PR
 if [ -r /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor ]; then echo "cpu_governor=$(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor)"; fi
 if [ -r /sys/class/thermal/thermal_zone0/temp ]; then echo "temp_millic=$(cat /sys/class/thermal/thermal_zone0/temp)"; fi
 if [ -r /etc/os-release ]; then echo "os_version_id=$(. /etc/os-release; echo "${VERSION_ID:-}${BUILD_ID:+ build $BUILD_ID}")"; fi
-if [ -r /etc/os-release ]; then echo "bsp_os=$(grep -o 'lf-[0-9][0-9.]*[-_][0-9][0-9.]*' /etc/os-release | head -n1)"; fi
-if [ -r /etc/buildinfo ]; then echo "bsp_build=$(grep -o 'lf-[0-9][0-9.]*[-_][0-9][0-9.]*' /etc/buildinfo | head -n1)"; echo "buildinfo=$(grep -E '^(DISTRO|DISTRO_VERSION|MACHINE) *=' /etc/buildinfo | tr -s ' ' | tr '\n' ';' | cut -c1-300)"; fi
+if [ -r /etc/os-release ]; then echo "bsp_os=$(grep -o -E 'lf-[0-9][0-9.]*[-_][0-9][0-9.]*|rel_imx_[0-9][0-9.]*_[0-9][0-9.]*' /etc/os-release | head -n1)"; fi
+if [ -r /etc/buildinfo ]; then echo "bsp_build=$(grep -o -E 'lf-[0-9][0-9.]*[-_][0-9][0-9.]*|rel_imx_[0-9][0-9.]*_[0-9][0-9.]*' /etc/buildinfo | head -n1)"; echo "buildinfo=$(grep -E '^(DISTRO|DISTRO_VERSION|MACHINE) *=' /etc/buildinfo | tr -s ' ' | tr '\n' ';' | cut -c1-300)"; fi
 if command -v vela >/dev/null 2>&1; then echo "vela_version=$(vela --version 2>/dev/null | head -n1)"; fi
 """
 
@@ -166,13 +166,20 @@ def board_fingerprint(transport, *, python: str | None = None, delegate: str | N
                             temperature_c=temp, tflite_runtime=runtime,
                             delegate_file=values.get("delegate_file"),
                             delegate_package=values.get("delegate_package"),
-                            bsp_release=values.get("bsp_build") or values.get("bsp_os"),
+                            bsp_release=bsp_release(values.get("bsp_build") or values.get("bsp_os")),
                             os_version_id=values.get("os_version_id"),
                             buildinfo=values.get("buildinfo"),
                             delegate_sha256=values.get("delegate_sha256"),
                             delegate_version=_delegate_version(values),
                             benchmark_model_version=_tool_version(values.get("benchmark_model_file")),
                             vela_version=values.get("vela_version"))
+
+
+def bsp_release(text: str | None) -> str | None:
+    """NXP's release name ``lf-<kernel>_<release>`` from an ``lf-6.6.3_1.0.0``/``lf-6.6.3-1.0.0``
+    branch name or a ``rel_imx_6.6.3_1.0.0`` tag found in ``/etc/buildinfo`` or ``/etc/os-release``."""
+    m = re.fullmatch(r"(?:lf-|rel_imx_)(\d+(?:\.\d+)+)[-_](\d+(?:\.\d+)+)\.?", (text or "").strip())
+    return f"lf-{m.group(1)}_{m.group(2)}" if m else None
 
 
 def _delegate_version(values: dict[str, str]) -> str | None:
