@@ -82,3 +82,39 @@ def test_read_tflite_rejects_garbage(tmp_path):
     bad.write_bytes(b"hello world, not a model")
     with pytest.raises(ModelError, match="not a TFLite flatbuffer"):
         read_tflite(bad)
+
+
+def test_reference_uses_the_shipped_weights_and_reproduces_their_numbers(reference):
+    """Every machine evaluates the same shipped model: the accuracy measured here is the one recorded
+    when the weights were trained (same test split, same weights), to the sample."""
+    from workbench.models.reference import shipped_weights
+    shipped = shipped_weights()
+    assert reference.origin == "shipped"
+    assert reference.weights_sha256 == shipped["weights_sha256"]
+    assert reference.accuracy == pytest.approx(shipped["accuracy"], abs=1e-9)
+    assert "tensorflow" in shipped["trained_with"] and shipped["seed"] == 0
+
+
+def test_damaged_shipped_weights_are_refused(tmp_path, monkeypatch):
+    import shutil
+    from workbench.models import reference as ref
+    copy = tmp_path / "weights"
+    shutil.copytree(ref.SHIPPED_DIR, copy)
+    data = bytearray((copy / "reference.npz").read_bytes())
+    data[-10] ^= 0xFF
+    (copy / "reference.npz").write_bytes(bytes(data))
+    monkeypatch.setattr(ref, "SHIPPED_DIR", copy)
+    with pytest.raises(ModelError, match=r"reference.npz: sha256 .* differs .*restore them"):
+        ref.shipped_weights()
+
+
+def test_a_damaged_export_in_the_cache_is_rebuilt(tmp_path, digits):
+    from workbench.errors import WorkbenchWarning
+    from workbench.models.reference import reference_model
+    first = reference_model(dataset=digits, cache_root=tmp_path)
+    with open(first.tflite, "r+b") as handle:       # truncate one export
+        handle.truncate(100)
+    with pytest.warns(WorkbenchWarning, match="damaged or incomplete; rebuilding"):
+        again = reference_model(dataset=digits, cache_root=tmp_path)
+    assert not again.cache_hit and again.accuracy == first.accuracy
+    assert read_tflite(again.tflite).op_types()

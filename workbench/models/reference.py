@@ -7,8 +7,15 @@ brightness jitter), then exported with a static batch of 1 (a ``None`` batch
 exports SHAPE/PACK/STRIDED_SLICE ops that targets reject) as ``.keras``,
 SavedModel, FP32 ``.tflite`` and ``.onnx`` (converted from the SavedModel).
 
-Results are cached under a content key (dataset hash, this file's source, seed,
-epochs), so later runs reuse the model instead of training again.
+The trained weights are SHIPPED with the package (``weights/reference.npz`` with its sha256,
+training recipe and the accuracy measured when it was trained, in ``weights/reference.json``), so
+every machine evaluates the same model: training on another CPU gives other weights (seen: FP32
+sensor-noise 62.8% on one machine, 54.6% on another, same code and seed).  ``retrain=True``
+(``workbench model reference --retrain``) trains again from the recipe and reports how far the
+retrained accuracy is from the shipped one.
+
+Exports are cached under a content key (weights or training recipe, dataset, this file's
+source), so later runs reuse them.
 """
 
 from __future__ import annotations
@@ -19,17 +26,20 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_path, atomic_write_json, cache_dir, read_json, sha256_file, stable_hash
+from .._io import atomic_path, atomic_write_json, cache_dir, read_json, sha256_bytes, sha256_file, stable_hash
 from .._results import Result
-from ..errors import ModelError
+from ..errors import ModelError, WorkbenchWarning
 
 EPOCHS = 20
 BATCH_SIZE = 32
+SHIPPED_DIR = Path(__file__).resolve().parent / "weights"
+SHIPPED_DATASET = "digits-conditions"
 
 
 @dataclass(frozen=True)
@@ -48,10 +58,22 @@ class ReferenceModel(Result):
     epochs: int
     train_seconds: float
     cache_hit: bool = False
+    origin: str = "trained"                 # shipped | retrained | trained (another dataset or recipe)
+    weights_sha256: str | None = None
+    shipped_accuracy: dict[str, float] | None = None
 
     def summary(self) -> str:
         acc = ", ".join(f"{c} {a:.1%}" for c, a in self.accuracy.items())
-        return f"reference CNN ({'cached' if self.cache_hit else 'trained'}): FP32 top-1 {acc}"
+        how = {"shipped": "shipped weights", "retrained": "retrained"}.get(self.origin, "trained")
+        text = f"reference CNN ({how}{', cached' if self.cache_hit else ''}): FP32 top-1 {acc}"
+        if self.origin == "retrained" and self.shipped_accuracy:
+            text += f"; vs shipped: {self.distance_from_shipped()}"
+        return text
+
+    def distance_from_shipped(self) -> str:
+        """Per condition, retrained minus shipped accuracy in percentage points."""
+        shipped = self.shipped_accuracy or {}
+        return ", ".join(f"{c} {100 * (a - shipped[c]):+.1f} pp" for c, a in self.accuracy.items() if c in shipped)
 
     def _repr_html_(self) -> str:
         from .. import display
@@ -162,30 +184,134 @@ def export_onnx(saved_model: Path, output: Path, *, opset: int = 17) -> Path:
 
 
 def reference_model(*, dataset="digits-conditions", seed: int = 0, epochs: int = EPOCHS,
-                    cache: bool = True, cache_root: str | os.PathLike | None = None) -> ReferenceModel:
-    """Train (or load from the cache) the reference model and export it four ways."""
+                    cache: bool = True, cache_root: str | os.PathLike | None = None,
+                    retrain: bool = False) -> ReferenceModel:
+    """The reference model exported four ways: the shipped weights, or trained.
+
+    On the built-in dataset with the shipped recipe (seed 0, ``EPOCHS``) the weights shipped
+    with the package are used, so every machine gets the same model and the same numbers.
+    ``retrain=True``, another dataset, seed or epoch count trains from scratch (about 20 s).
+    """
     from ..data.loaders import load_dataset
     data = load_dataset(dataset)
-    key = stable_hash({"dataset": data.hash, "code": sha256_file(__file__), "seed": seed, "epochs": epochs})[:16]
+    shipped = shipped_weights()
+    use_shipped = (not retrain and shipped is not None and data.name == SHIPPED_DATASET
+                   and seed == shipped["seed"] and epochs == shipped["epochs"])
+    origin = "shipped" if use_shipped else ("retrained" if retrain and data.name == SHIPPED_DATASET else "trained")
+    source = {"weights": shipped["sha256"]} if use_shipped else {"seed": seed, "epochs": epochs, "retrain": retrain}
+    key = stable_hash({"dataset": data.hash, "code": sha256_file(__file__), **source})[:16]
     root = Path(cache_root) if cache_root else cache_dir("reference")
     folder = root / key
+    extra = {"origin": origin, "shipped_accuracy": shipped["accuracy"] if shipped else None}
     record = folder / "reference.json"
     if cache and record.is_file():
-        info = read_json(record)
-        return ReferenceModel.from_dict({**info, **_paths(folder), "cache_hit": True})
+        try:
+            info = read_json(record)
+            if _exports_intact(folder, info):
+                return ReferenceModel.from_dict({**info, **_paths(folder), **extra, "cache_hit": True})
+        except (OSError, ValueError, TypeError, KeyError):
+            pass  # a damaged entry is redone below
+        warnings.warn(f"reference model cache entry {folder.name} is damaged or incomplete; rebuilding it",
+                      WorkbenchWarning, stacklevel=2)
 
     start = time.perf_counter()
-    model = train(data, seed=seed, epochs=epochs)
+    if use_shipped:
+        model = load_shipped(data)
+    else:
+        model = train(data, seed=seed, epochs=epochs)
     seconds = time.perf_counter() - start
     with atomic_path(folder, replace_folder=True) as tmp:
         export_all(model, tmp)
         accuracy = accuracy_by_condition(model, data)
         info = {"accuracy": accuracy, "key": key, "dataset": data.name, "dataset_hash": data.hash,
-                "seed": seed, "epochs": epochs, "train_seconds": round(seconds, 2)}
+                "seed": seed, "epochs": epochs, "train_seconds": round(seconds, 2),
+                "weights_sha256": weights_sha256(model),
+                "files": {name: sha256_file(tmp / Path(path).name) for name, path in _paths(tmp).items()}}
         atomic_write_json(tmp / "reference.json", info)
-    return ReferenceModel.from_dict({**info, **_paths(folder), "cache_hit": False})
+    info.pop("files")
+    return ReferenceModel.from_dict({**info, **_paths(folder), **extra, "cache_hit": False})
+
+
+def _exports_intact(folder: Path, info: dict) -> bool:
+    """Every export is on disk with the sha256 recorded when it was written."""
+    files = info.get("files") or {}
+    paths = _paths(folder)
+    info.pop("files", None)
+    return set(files) == set(paths) and all(Path(p).exists() and sha256_file(p) == files[n] for n, p in paths.items())
+
+
+def weights_sha256(model) -> str:
+    """sha256 of a Keras model's weights (names, shapes and float32 bytes, in order)."""
+    digest = []
+    for w in model.weights:
+        arr = np.asarray(w.numpy(), dtype=np.float32)
+        digest.append(f"{w.path}:{arr.shape}:".encode() + arr.tobytes())
+    return sha256_bytes(b"\0".join(digest))
+
+
+def shipped_weights() -> dict | None:
+    """The record of the shipped weights (``weights/reference.json``), checked against the ``.npz``.
+
+    None when the package ships none; a ``.npz`` whose sha256 differs from the record is an error
+    (a damaged checkout must not give other numbers silently).
+    """
+    record, npz = SHIPPED_DIR / "reference.json", SHIPPED_DIR / "reference.npz"
+    if not record.is_file() or not npz.is_file():
+        return None
+    info = read_json(record)
+    actual = sha256_file(npz)
+    if actual != info["sha256"]:
+        raise ModelError(f"{npz}: sha256 {actual[:12]} differs from {info['sha256'][:12]} recorded in {record.name}; "
+                         "the shipped weights are damaged: restore them with `git checkout -- "
+                         "workbench/models/weights` or run `workbench model reference --retrain`")
+    return info
+
+
+def load_shipped(dataset):
+    """The reference architecture (batch 1) with the shipped weights."""
+    model = build_model(dataset.input_shape, len(dataset.classes), batch_size=1)
+    with np.load(SHIPPED_DIR / "reference.npz") as arrays:
+        weights = [arrays[f"w{i:03d}"] for i in range(len(arrays.files))]
+    model.set_weights(weights)
+    return model
+
+
+def ship(*, seed: int = 0, epochs: int = EPOCHS) -> dict:
+    """Train with the recipe and write ``weights/reference.npz`` + ``.json`` (maintainers only).
+
+    Run ``python -m workbench.models.reference --ship`` and commit both files.
+    """
+    import keras
+    import tensorflow as tf
+
+    from ..data.loaders import load_dataset
+    data = load_dataset(SHIPPED_DATASET)
+    start = time.perf_counter()
+    model = train(data, seed=seed, epochs=epochs)
+    seconds = time.perf_counter() - start
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{f"w{i:03d}": w for i, w in enumerate(model.get_weights())})
+    SHIPPED_DIR.mkdir(exist_ok=True)
+    npz = SHIPPED_DIR / "reference.npz"
+    with atomic_path(npz) as tmp:
+        tmp.write_bytes(buffer.getvalue())
+    info = {"sha256": sha256_file(npz), "weights_sha256": weights_sha256(model), "dataset": data.name,
+            "training": {"split": "train", "condition": "daylight", "augment": "shifts <= 2 px, gain 0.45-1.1",
+                         "optimizer": "Adam 3e-3, cosine decay per epoch", "batch_size": BATCH_SIZE},
+            "seed": seed, "epochs": epochs, "train_seconds": round(seconds, 1),
+            "trained_with": {"tensorflow": tf.__version__, "keras": keras.__version__, "numpy": np.__version__},
+            "accuracy": accuracy_by_condition(model, data)}
+    atomic_write_json(SHIPPED_DIR / "reference.json", info)
+    return info
 
 
 def _paths(folder: Path) -> dict[str, str]:
     return {"keras": str(folder / "model.keras"), "saved_model": str(folder / "saved_model"),
             "tflite": str(folder / "model_fp32.tflite"), "onnx": str(folder / "model.onnx")}
+
+
+if __name__ == "__main__":  # pragma: no cover - maintainers: python -m workbench.models.reference --ship
+    import json
+    if sys.argv[1:] != ["--ship"]:
+        sys.exit("usage: python -m workbench.models.reference --ship")
+    print(json.dumps(ship(), indent=2))
