@@ -198,3 +198,47 @@ def test_uint16_and_nan_pixels_are_errors(pixels):
     with pytest.raises(ContractError, match="sample #2 has NaN or infinite pixel values") as e:
         InputContract(color="rgb").apply(bad)
     assert e.value.issue.to_dict()["evidence"]["index"] == 2
+
+
+# -- the board runner applies the same contract from plain JSON parameters --------------------------
+
+@pytest.mark.parametrize("card", [{"color": "grayscale", "range": [-1, 1]},
+                                  {"color": "bgr", "mean": [123.7, 116.3, 103.5], "std": [58.4, 57.1, 57.4],
+                                   "pixel_max": 255},
+                                  {"color": "rgb", "layout": "NCHW", "scale": [2.0], "offset": [-0.5]}])
+def test_board_runner_prepares_pixels_exactly_as_the_contract(card, pixels):
+    import json
+
+    from workbench.board.remote_runner import apply_contract
+    contract = contract_from_mapping(card, source="test")
+    params = json.loads(json.dumps(contract.to_params()))          # what travels to the board
+    u8 = (pixels * 255).astype(np.uint8)
+    for images in (pixels, u8):
+        np.testing.assert_array_equal(apply_contract(np, images, params),
+                                      contract.apply(images, layout=contract.layout))
+
+
+def test_board_runner_runs_pixels_with_a_contract(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import tensorflow as tf
+
+    from workbench.board import remote_runner
+    from workbench.models.predict import load_predictor
+    w = np.random.default_rng(0).normal(size=(48, 4)).astype(np.float32)
+    fn = tf.function(lambda x: tf.matmul(tf.reshape(x, [1, 48]), w),
+                     input_signature=[tf.TensorSpec((1, 4, 4, 3), tf.float32)])
+    model = tmp_path / "m.tflite"
+    model.write_bytes(tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()]).convert())
+    contract = contract_from_mapping({"color": "bgr", "range": [-1, 1]}, source="test", model_input=(4, 4, 3))
+    pixels = np.random.default_rng(1).integers(0, 256, size=(5, 4, 4, 3), dtype=np.uint8)
+    np.savez(tmp_path / "in.npz", day=pixels)
+    proc = subprocess.run([sys.executable, remote_runner.__file__, "--model", str(model), "--runs", "1",
+                           "--warmup", "0", "--inputs", str(tmp_path / "in.npz"),
+                           "--contract", json.dumps(contract.to_params())], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    board = np.array(json.loads(proc.stdout.strip().splitlines()[-1])["outputs"]["day"])
+    host = load_predictor(model, contract=contract).predict(pixels)
+    np.testing.assert_allclose(board, host, rtol=1e-5, atol=1e-5)

@@ -89,10 +89,41 @@ def _dequantize(np, y, detail):
     return (y.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
 
 
-def _run_inputs(interpreter, np, path):
+def apply_contract(np, pixels, params):
+    """The workbench's InputContract.apply for pixels already at the model's size (the host
+    resizes): uint8 (/255) or float in [0, 1], NHWC; ``params`` is ``InputContract.to_params()``
+    (color, scale, offset, layout).  Same arithmetic, numpy only."""
+    x = np.asarray(pixels)
+    x = x.astype(np.float32) * np.float32(1.0 / 255.0) if x.dtype == np.uint8 else x.astype(np.float32)
+    if x.ndim == 3:
+        x = x[..., None]
+    if x.shape[3] == 4:
+        x = x[..., :3]
+    if params.get("color") == "grayscale":
+        if x.shape[3] == 3:
+            x = (x @ np.array([0.299, 0.587, 0.114], np.float32))[..., None].astype(np.float32)
+    else:
+        if x.shape[3] == 1:
+            x = np.repeat(x, 3, axis=3)
+        if params.get("color") == "bgr":
+            x = x[..., ::-1]
+    scale = np.asarray(params.get("scale", [1.0]), np.float32)
+    offset = np.asarray(params.get("offset", [0.0]), np.float32)
+    if not (np.all(scale == 1.0) and np.all(offset == 0.0)):
+        x = x * scale + offset
+    x = x.astype(np.float32)
+    if params.get("layout") == "NCHW":
+        x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    return x
+
+
+def _run_inputs(interpreter, np, path, contract=None):
     try:
         data = np.load(path, allow_pickle=False)
-        arrays = dict((key, np.asarray(data[key], np.float32)) for key in data.files)
+        if contract is not None:       # pixels + the model's input contract (plain JSON parameters)
+            arrays = dict((key, apply_contract(np, data[key], contract)) for key in data.files)
+        else:
+            arrays = dict((key, np.asarray(data[key], np.float32)) for key in data.files)
     except Exception as exc:
         _fail("inputs", "cannot read inputs %s: %s" % (path, exc))
     detail = interpreter.get_input_details()[0]
@@ -130,7 +161,17 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--inputs", default=None,
                         help=".npz of prepared float inputs, one array per condition")
+    parser.add_argument("--contract", default=None,
+                        help="JSON of the model's input contract (InputContract.to_params()): the --inputs "
+                             "arrays are then pixels (uint8 or float in [0, 1], NHWC, at the model's size) "
+                             "that the runner prepares as the workbench does")
     args = parser.parse_args(argv)
+    contract = None
+    if args.contract:
+        try:
+            contract = json.loads(args.contract)
+        except ValueError as exc:
+            _fail("arguments", "--contract is not JSON: %s" % exc)
 
     try:
         import numpy as np
@@ -179,7 +220,7 @@ def main(argv=None):
     outputs = None
     if args.inputs:
         try:
-            outputs = _run_inputs(interpreter, np, args.inputs)
+            outputs = _run_inputs(interpreter, np, args.inputs, contract)
         except SystemExit:
             raise
         except Exception as exc:
