@@ -1,0 +1,217 @@
+"""One sweep cell through the stage chain, cached under a content key.
+
+``run_cell`` reads as its steps: curate the calibration set, quantize with the
+cell's recipe and exclusions, measure accuracy per condition (FP32 against INT8,
+paired bootstrap CIs), place every op on the target, then the latency: Vela's
+estimate on imx93, and on every target the host CPU (labelled: not an NPU).
+The stages are the workbench's own (``curate_calibration_set``, ``quantize``,
+``compare_accuracy``, ``analyze_placement``); each caches its own work, and the
+cell's result is cached as JSON so a rerun of the sweep is all cache hits.
+
+A cell never raises: an error becomes a :class:`CellResult` with ``error`` set
+(its type and message), so one failing cell never stops a sweep.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import traceback
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._io import atomic_write_json, cache_dir, read_json, sha256_file, stable_hash
+from .._results import Result
+from ..errors import WorkbenchError
+from ..vocab import LatencySource, latency_label
+from .plan import SweepCell, SweepSpec
+
+HOST_RUNS = 50
+HOST_WARMUP = 5
+
+
+@dataclass(frozen=True)
+class ConditionScore:
+    """INT8 accuracy of one cell under one condition, against FP32."""
+
+    condition: str
+    fp32: float
+    int8: float
+    drop_pp: float
+    drop_ci_low: float
+    drop_ci_high: float
+    n: int
+
+
+@dataclass(frozen=True)
+class CellResult(Result):
+    """What one cell measured (or the error that stopped it)."""
+
+    cell: SweepCell
+    ok: bool
+    error: str = ""
+    scores: tuple[ConditionScore, ...] = ()
+    worst_condition: str = ""
+    worst_drop_pp: float = float("nan")
+    npu_ops: int = 0
+    total_ops: int = 0
+    npu_share: float = float("nan")
+    cpu_ops: tuple[str, ...] = ()          # "#6 RESIZE_BILINEAR"
+    cpu_islands: int = 0
+    placement_label: str = ""
+    latency_ms: float | None = None
+    latency_kind: str = ""
+    latency_label: str = ""
+    host_cpu_ms: float | None = None
+    model_sha256: str = ""
+    model_path: str = ""
+    calibration_hash: str = ""
+    recipe_summary: str = ""
+    seconds: float = 0.0
+    worker: str = ""
+    cache_hit: bool = False
+    key: str = ""
+
+    def score(self, condition: str) -> ConditionScore | None:
+        return next((s for s in self.scores if s.condition == condition), None)
+
+    def summary(self) -> str:
+        if not self.ok:
+            return f"{self.cell.label}: FAILED {self.error.splitlines()[0] if self.error else ''}"
+        lat = "-" if self.latency_ms is None else f"{self.latency_ms:.3f} ms ({self.latency_kind})"
+        return (f"{self.cell.label}: worst drop {self.worst_drop_pp:+.2f} pp ({self.worst_condition}), "
+                f"NPU {self.npu_ops}/{self.total_ops}, {self.cpu_islands} CPU island(s), latency {lat}")
+
+
+# ------------------------------------------------------------------------------- the chain
+
+def cell_key(cell: SweepCell, spec: SweepSpec, model_sha: str, dataset_hash: str) -> str:
+    """The content key of a cell: model and data bytes, the cell, the settings and the code."""
+    from ..quantize.engine import _toolchain
+    from ..quantize.recipe import get_recipe
+    code = stable_hash([sha256_file(Path(__file__).parent / f) for f in ("cell.py", "plan.py")])
+    backend = get_recipe(cell.recipe).backend
+    vela = None
+    if cell.target == "imx93" and spec.use_vela:
+        from importlib import metadata
+        try:
+            vela = metadata.version("ethos-u-vela")
+        except metadata.PackageNotFoundError:
+            vela = "absent"
+    return stable_hash({"cell": cell.to_dict(), "model": model_sha, "dataset": dataset_hash, "code": code,
+                        "seed": spec.seed, "n_bootstrap": spec.n_bootstrap, "use_vela": spec.use_vela,
+                        "host_cpu": spec.time_host_cpu, "toolchain": _toolchain(backend), "vela": vela})[:24]
+
+
+@lru_cache(maxsize=4)
+def _dataset(name: str) -> Any:
+    from ..data.loaders import load_dataset
+    return load_dataset(name)
+
+
+def run_cell(cell: SweepCell, spec: SweepSpec, model_path: str, model_sha: str, *, cache: bool = True) -> CellResult:
+    """Run one cell; never raises (errors are returned in the result)."""
+    start = time.perf_counter()
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    key = ""
+    try:
+        if not Path(model_path).exists():
+            raise WorkbenchError(f"{worker}: cannot read the model {model_path}; every Dask worker must see it. "
+                                 "Put the model (and NPU_WORKBENCH_CACHE) on a path shared by all workers.")
+        data = _dataset(spec.dataset)
+        key = cell_key(cell, spec, model_sha, data.hash)
+        record = cache_dir("sweep") / f"{key}.json"
+        if cache and record.is_file():
+            try:
+                found = CellResult.from_dict(read_json(record))
+                return _replace(found, cache_hit=True, worker=worker, seconds=time.perf_counter() - start)
+            except (ValueError, KeyError, TypeError):
+                pass            # a damaged entry is redone
+        result = _chain(cell, spec, model_path, data)
+        result = _replace(result, key=key, worker=worker, seconds=round(time.perf_counter() - start, 3))
+        atomic_write_json(record, result.to_dict())
+        return result
+    except WorkbenchError as exc:
+        # a stated failure of the chain (a recipe the converter refuses...) is a result: cached too
+        result = CellResult(cell=cell, ok=False, error=f"{type(exc).__name__}: {exc}", key=key, worker=worker,
+                            seconds=round(time.perf_counter() - start, 3))
+        if key:
+            atomic_write_json(cache_dir("sweep") / f"{key}.json", result.to_dict())
+        return result
+    except Exception as exc:  # noqa: BLE001 - any other failure is reported with its traceback, not cached
+        tail = "".join(traceback.format_exception(exc)[-3:])
+        return CellResult(cell=cell, ok=False, error=f"{type(exc).__name__}: {exc}\n{tail}", key=key,
+                          worker=worker, seconds=round(time.perf_counter() - start, 3))
+
+
+def _replace(result: CellResult, **changes: Any) -> CellResult:
+    import dataclasses
+    return dataclasses.replace(result, **changes)
+
+
+def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any) -> CellResult:
+    import warnings
+
+    from ..calibration.curate import curate_calibration_set
+    from ..errors import WorkbenchWarning
+    from ..evaluate.accuracy import compare_accuracy
+    from ..placement.analyze import analyze_placement
+    from ..quantize.engine import quantize
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WorkbenchWarning)
+        calib = curate_calibration_set(data, cell.size, strategy=cell.strategy, seed=spec.seed)
+        qm = quantize(model_path, cell.recipe, calib, dataset=data, exclude=cell.exclude)
+        report = compare_accuracy(model_path, {"int8": qm}, data, n_bootstrap=spec.n_bootstrap, seed=spec.seed)
+        placement = analyze_placement(qm.path, cell.target, use_vela=spec.use_vela)
+    scores = []
+    for cond in report.conditions:
+        row = report.row(cond, "int8")
+        scores.append(ConditionScore(condition=cond, fp32=report.accuracy(cond, report.reference), int8=row.accuracy,
+                                     drop_pp=row.drop_pp, drop_ci_low=row.drop_ci_low, drop_ci_high=row.drop_ci_high,
+                                     n=row.n))
+    worst = max(scores, key=lambda s: s.drop_pp)
+    host_ms = host_cpu_latency(qm.path) if spec.time_host_cpu else None
+    if placement.estimated_latency_ms is not None:
+        latency, kind = placement.estimated_latency_ms, LatencySource.VELA.value
+        from importlib import metadata
+        label = latency_label(kind, version=metadata.version("ethos-u-vela"))
+    elif host_ms is not None:
+        latency, kind, label = host_ms, LatencySource.HOST_CPU.value, latency_label(LatencySource.HOST_CPU)
+    else:
+        latency, kind, label = None, "", ""
+    return CellResult(
+        cell=cell, ok=True, scores=tuple(scores), worst_condition=worst.condition, worst_drop_pp=worst.drop_pp,
+        npu_ops=placement.npu_ops, total_ops=len(placement.ops), npu_share=placement.npu_share,
+        cpu_ops=tuple(f"#{o.index} {o.type}" for o in placement.ops if o.placement == "CPU"),
+        cpu_islands=placement.n_cpu_islands, placement_label=placement.label, latency_ms=latency,
+        latency_kind=kind, latency_label=label, host_cpu_ms=host_ms, model_sha256=qm.sha256, model_path=qm.path,
+        calibration_hash=qm.calibration_hash, recipe_summary=qm.recipe.summary())
+
+
+def host_cpu_latency(model: str, *, runs: int = HOST_RUNS, warmup: int = HOST_WARMUP) -> float:
+    """Median single-thread latency (ms) of ``model`` on this machine's CPU (LiteRT, XNNPACK off)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    interp = Interpreter(model_path=str(model), num_threads=1,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interp.allocate_tensors()
+    detail = interp.get_input_details()[0]
+    rng = np.random.default_rng(0)
+    if np.issubdtype(detail["dtype"], np.integer):
+        info = np.iinfo(detail["dtype"])
+        x = rng.integers(info.min, info.max, size=detail["shape"], endpoint=True).astype(detail["dtype"])
+    else:
+        x = rng.random(detail["shape"], dtype=np.float32)
+    interp.set_tensor(detail["index"], x)
+    for _ in range(warmup):
+        interp.invoke()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        interp.invoke()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times) * 1000.0)

@@ -1,0 +1,254 @@
+"""The result of a sweep: the table, the Pareto fronts and the recommendation per target.
+
+The recommendation rule, stated once (:func:`recommend`): among a target's cells that
+ran and pass the gate, take the one with the lowest latency; latencies within 5% of
+each other count as equal and the smaller worst-condition drop wins, then the higher
+NPU op share.  Latencies of one target share one kind (Vela estimate on imx93, host CPU
+elsewhere unless a board timed it), so they are compared only within a target.  When
+the chosen cell keeps ops in float and that adds CPU islands over the same cell
+without exclusions, the recommendation states the islands and their latency cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .._results import Result
+from .cell import CellResult
+from .plan import SweepSpec
+
+LATENCY_TIE = 0.05
+
+
+@dataclass(frozen=True)
+class Recommendation(Result):
+    """The recommended cell of one target (or why there is none)."""
+
+    target: str
+    cell: CellResult | None
+    passed_gate: bool
+    reason: str
+    violations: tuple[str, ...] = ()
+    island_cost: str = ""
+
+    def summary(self) -> str:
+        return f"{self.target}: {self.reason}" + (f" {self.island_cost}" if self.island_cost else "")
+
+
+@dataclass(frozen=True)
+class SweepResult(Result):
+    """Every cell's result, the gate used and the recommendation per target."""
+
+    spec: SweepSpec
+    model: str
+    model_sha256: str
+    cells: tuple[CellResult, ...]
+    recommendations: tuple[Recommendation, ...]
+    gate: dict[str, Any]
+    scheduler: str
+    workers: int
+    seconds: float
+    plots: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> tuple[CellResult, ...]:
+        return tuple(c for c in self.cells if not c.ok)
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(1 for c in self.cells if c.cache_hit)
+
+    def for_target(self, target: str) -> tuple[CellResult, ...]:
+        return tuple(c for c in self.cells if c.cell.target == target)
+
+    def recommendation(self, target: str) -> Recommendation | None:
+        return next((r for r in self.recommendations if r.target == target), None)
+
+    def summary(self) -> str:
+        return (f"{len(self.cells)} cells ({len(self.failed)} failed, {self.cache_hits} cache hits) in "
+                f"{self.seconds:.1f} s on {self.scheduler} ({self.workers} worker(s)); "
+                + "; ".join(r.summary() for r in self.recommendations))
+
+    HEADERS = ("target", "recipe", "calibration", "exclude", "worst drop (pp)", "worst condition", "NPU ops",
+               "CPU islands", "latency (ms)", "latency kind", "gate")
+
+    def table_rows(self) -> list[tuple[Any, ...]]:
+        recommended = {id(r.cell) for r in self.recommendations if r.cell is not None}
+        rows = []
+        for c in self.cells:
+            passes = _gate_mark(c, self.gate)
+            mark = " *" if any(r.cell is not None and r.cell.key == c.key and r.cell.cell == c.cell
+                               for r in self.recommendations) or id(c) in recommended else ""
+            if not c.ok:
+                rows.append((c.cell.target + mark, c.cell.recipe, f"{c.cell.strategy}/{c.cell.size}",
+                             c.cell.exclusion, "FAILED", c.error.splitlines()[0][:70] if c.error else "", "-", "-",
+                             "-", "-", "-"))
+                continue
+            rows.append((c.cell.target + mark, c.cell.recipe, f"{c.cell.strategy}/{c.cell.size}",
+                         c.cell.exclusion if not c.cell.exclude else f"{c.cell.exclusion}: {','.join(c.cell.exclude)}"[:40],
+                         f"{c.worst_drop_pp:+.2f}", c.worst_condition, f"{c.npu_ops}/{c.total_ops}", c.cpu_islands,
+                         "-" if c.latency_ms is None else f"{c.latency_ms:.3f}", c.latency_kind,
+                         "pass" if passes else "fail"))
+        return rows
+
+    def text(self) -> str:
+        """The plain-text table and the recommendations (what ``workbench sweep`` prints)."""
+        rows = [tuple(str(x) for x in r) for r in self.table_rows()]
+        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(self.HEADERS)]
+        line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+        out = [self.summary().split(";")[0], "", line(self.HEADERS)]
+        out += [line(r) for r in rows]
+        out += ["", "* recommended. Recommendation per target (rule: lowest latency among cells passing the gate; "
+                "latencies within 5% tie, then smaller worst drop, then higher NPU share):"]
+        out += [f"  {r.summary()}" for r in self.recommendations]
+        for c in self.failed:
+            out.append(f"  failed: {c.cell.label}: {c.error.splitlines()[0] if c.error else ''}")
+        return "\n".join(out)
+
+    def _repr_html_(self) -> str:
+        import matplotlib.pyplot as plt
+
+        from .. import display
+        styles = [display.BAD_STYLE if r[-1] in ("fail", "-") else "" for r in self.table_rows()]
+        fig = self.plot()
+        try:
+            picture = display.figure_html(fig, alt="Pareto fronts")
+        finally:
+            plt.close(fig)
+        recs = "".join(display.paragraph(r.summary()) for r in self.recommendations)
+        return (display.heading("Sweep") + display.paragraph(self.summary().split(";")[0]) + recs
+                + display.table(self.HEADERS, self.table_rows(), row_styles=styles,
+                                caption="* recommended; red: fails the gate or did not run")
+                + picture)
+
+    def plot(self, axes: Any = None) -> Any:
+        """Two rows of Pareto plots per target: worst-condition drop against latency and against NPU op share."""
+        import matplotlib.pyplot as plt
+        targets = list(self.spec.targets)
+        if axes is None:
+            fig, axes = plt.subplots(2, len(targets), figsize=(4.2 * len(targets), 7), squeeze=False)
+        else:
+            fig = axes[0][0].figure
+        for j, t in enumerate(targets):
+            cells = [c for c in self.for_target(t) if c.ok]
+            rec = self.recommendation(t)
+            kind = next((c.latency_label for c in cells if c.latency_label), "")
+            _pareto_axis(axes[0][j], cells, rec, x=lambda c: c.latency_ms, xlabel=f"latency (ms, {kind})",
+                         minimize_x=True, title=t)
+            _pareto_axis(axes[1][j], cells, rec, x=lambda c: c.npu_share, xlabel="NPU op share",
+                         minimize_x=False, title=t)
+        fig.tight_layout()
+        return fig
+
+
+def _gate_mark(c: CellResult, gate: dict[str, Any]) -> bool:
+    return c.ok and not gate_violations(c, gate)
+
+
+def _pareto_axis(ax: Any, cells: list[CellResult], rec: Recommendation | None, *, x: Any, xlabel: str,
+                 minimize_x: bool, title: str) -> None:
+    pts = [(x(c), c.worst_drop_pp, c) for c in cells if x(c) is not None and not math.isnan(x(c))]
+    recipes = sorted({c.cell.recipe for c in cells})
+    markers = "osD^vP*X"
+    for i, r in enumerate(recipes):
+        sel = [(a, b) for a, b, c in pts if c.cell.recipe == r]
+        if sel:
+            ax.scatter(*zip(*sel), marker=markers[i % len(markers)], label=r, alpha=0.75)
+    front = pareto_front([(a if minimize_x else -a, b) for a, b, _ in pts])
+    fp = sorted((pts[i][0], pts[i][1]) for i in front)
+    if fp:
+        ax.plot(*zip(*fp), color="grey", lw=1, ls="--", label="Pareto front")
+    if rec is not None and rec.cell is not None and x(rec.cell) is not None:
+        ax.scatter([x(rec.cell)], [rec.cell.worst_drop_pp], s=220, facecolors="none", edgecolors="red",
+                   linewidths=2, label="recommended")
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel("worst-condition drop (pp)", fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=6)
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats in both coordinates (both minimised)."""
+    out = []
+    for i, (a, b) in enumerate(points):
+        dominated = any((a2 <= a and b2 <= b) and (a2 < a or b2 < b) for j, (a2, b2) in enumerate(points) if j != i)
+        if not dominated:
+            out.append(i)
+    return out
+
+
+def gate_violations(c: CellResult, gate: dict[str, Any]) -> list[str]:
+    """Why cell ``c`` fails ``gate`` (a :class:`workbench.evaluate.gate.Gate` as a dict); empty if it passes."""
+    from ..evaluate.gate import Gate
+    g = Gate.from_dict(gate)
+    out = []
+    for s in c.scores:
+        max_drop, _ = g.limits(s.condition)
+        drop = s.drop_ci_high if g.use_ci else s.drop_pp
+        if max_drop is not None and drop > max_drop + 1e-9:
+            out.append(f"{s.condition} drops {drop:.2f} pp > {max_drop:g}")
+    share = g.share_for(c.cell.target)
+    if share is not None and c.npu_share < share - 1e-12:
+        out.append(f"NPU share {c.npu_share:.0%} < {share:.0%}")
+    if g.max_cpu_islands is not None and c.cpu_islands > g.max_cpu_islands:
+        out.append(f"{c.cpu_islands} CPU island(s) > {g.max_cpu_islands}")
+    if g.max_latency_ms is not None and c.latency_ms is not None and c.latency_ms > g.max_latency_ms:
+        out.append(f"latency {c.latency_ms:.3f} ms ({c.latency_kind}) > {g.max_latency_ms:g}")
+    return out
+
+
+def recommend(target: str, cells: list[CellResult], gate: dict[str, Any]) -> Recommendation:
+    """The recommended cell of ``target`` under ``gate`` (rule in the module docstring)."""
+    ran = [c for c in cells if c.ok]
+    if not ran:
+        return Recommendation(target=target, cell=None, passed_gate=False,
+                              reason=f"no cell ran ({len(cells)} failed)")
+    passing = [c for c in ran if not gate_violations(c, gate)]
+    pool = passing or ran
+    def lat(c: CellResult) -> float:
+        return c.latency_ms if c.latency_ms is not None else math.inf
+    fastest = min(lat(c) for c in pool)
+    near = [c for c in pool if lat(c) <= fastest * (1 + LATENCY_TIE)] if math.isfinite(fastest) else pool
+    if not passing:     # nothing passes: the closest cell (smallest number of violations, then drop)
+        best = min(ran, key=lambda c: (len(gate_violations(c, gate)), c.worst_drop_pp, lat(c)))
+        viol = tuple(gate_violations(best, gate))
+        return Recommendation(target=target, cell=best, passed_gate=False, violations=viol,
+                              reason=f"no cell passes the gate; closest {_describe(best)}; fails: {'; '.join(viol)}",
+                              island_cost=island_cost(best, ran))
+    best = min(near, key=lambda c: (c.worst_drop_pp, -c.npu_share, lat(c)))
+    return Recommendation(target=target, cell=best, passed_gate=True, reason=f"{_describe(best)} (passes the gate)",
+                          island_cost=island_cost(best, ran))
+
+
+def _describe(c: CellResult) -> str:
+    lat = "-" if c.latency_ms is None else f"{c.latency_ms:.3f} ms {c.latency_kind}"
+    excl = "" if not c.cell.exclude else f", float: {','.join(c.cell.exclude)}"
+    return (f"{c.cell.recipe}, {c.cell.strategy} calibration of {c.cell.size}{excl}: worst drop "
+            f"{c.worst_drop_pp:+.2f} pp ({c.worst_condition}), NPU {c.npu_ops}/{c.total_ops}, "
+            f"{c.cpu_islands} CPU island(s), {lat}")
+
+
+def island_cost(c: CellResult, cells: list[CellResult]) -> str:
+    """The CPU islands a cell's exclusions add over the same cell without exclusions, with their latency cost."""
+    if not c.cell.exclude:
+        return ""
+    base = next((b for b in cells if b.ok and not b.cell.exclude and b.cell.target == c.cell.target
+                 and b.cell.recipe == c.cell.recipe and b.cell.strategy == c.cell.strategy
+                 and b.cell.size == c.cell.size), None)
+    if base is None:
+        return (f"Keeps {', '.join(c.cell.exclude)} in float ({c.cpu_islands} CPU island(s)); latency cost "
+                "unknown: the same cell without exclusions did not run.")
+    added = c.cpu_islands - base.cpu_islands
+    moved = len(c.cpu_ops) - len(base.cpu_ops)
+    costs = []
+    if c.latency_ms is not None and base.latency_ms is not None:
+        costs.append(f"{c.latency_ms - base.latency_ms:+.3f} ms {c.latency_kind}")
+    if c.host_cpu_ms is not None and base.host_cpu_ms is not None and c.latency_kind != "host-cpu":
+        costs.append(f"{c.host_cpu_ms - base.host_cpu_ms:+.3f} ms host CPU")
+    cost = ", ".join(costs) or "not measured"
+    note = (" (a Vela estimate covers the NPU part only: the CPU ops' time is not in it)"
+            if c.latency_kind == "vela" and moved > 0 else "")
+    return (f"Keeping {', '.join(c.cell.exclude)} in float moves {moved:+d} op(s) to the CPU and adds {added:+d} "
+            f"CPU island(s) over the same cell without exclusions; latency cost {cost}{note}.")

@@ -1,0 +1,178 @@
+"""``sweep``: plan the cells, run them as Dask tasks (or a serial loop), recommend per target.
+
+Executors:
+
+- ``"dask"`` (default): without ``scheduler`` a ``LocalCluster`` of worker processes (one
+  thread each; as many as the machine has cores, at most one per cell) is started and
+  closed again; with ``scheduler="tcp://HOST:PORT"`` (or ``$DASK_SCHEDULER_ADDRESS``) the
+  cells go to that cluster.  Workers need the workbench installed, the model path and a
+  shared ``NPU_WORKBENCH_CACHE`` (see docs/sweep.md); a cell's result (small JSON-able
+  data) comes back to the client, its artifacts stay in the shared cache.
+- ``"serial"``: a plain loop in this process (the same ``run_cell``).
+
+A failed cell is a result with its error; the sweep always finishes.  A progress bar
+(tqdm, on stderr) counts finished cells.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from .._io import sha256_file
+from ..errors import WorkbenchError
+from .cell import CellResult, run_cell
+from .plan import SweepError, SweepSpec, plan_cells, resolve_exclusions
+from .result import SweepResult, recommend
+
+SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
+EXECUTORS = ("dask", "serial")
+
+
+def resolve_model(model: str, dataset: str) -> str:
+    """A model path for ``tradeoff``/``reference`` (trained or cached) or a given path."""
+    if model == "tradeoff":
+        from ..models.tradeoff import tradeoff_model
+        return tradeoff_model(dataset=dataset).keras
+    if model == "reference":
+        from ..models.reference import reference_model
+        return reference_model(dataset=dataset).keras
+    from pathlib import Path
+    if not Path(model).exists():
+        raise SweepError(f"model {model!r} does not exist; give a Keras/SavedModel/ONNX path, or 'tradeoff' / "
+                         "'reference' for a built-in model.")
+    return str(Path(model).resolve())
+
+
+def sweep(model: str = "tradeoff", *, spec: SweepSpec | None = None, gate: Any = None, executor: str = "dask",
+          scheduler: str | None = None, workers: int | None = None, cache: bool = True, progress: bool = True,
+          plots: str | os.PathLike | None = None, **axes: Any) -> SweepResult:
+    """Run a sweep of ``model`` and recommend a cell per target.
+
+    Parameters
+    ----------
+    model : ``"tradeoff"`` (default), ``"reference"`` or a model path (every worker must read it).
+    spec : a :class:`SweepSpec`; or give its fields as keyword arguments (``targets=``,
+        ``recipes=``, ``strategies=``, ``sizes=``, ``exclusions=``, ``dataset=`` ...).
+    gate : a gate YAML path, a :class:`~workbench.evaluate.gate.Gate` or None (accuracy only:
+        the default maximum drop per condition).
+    executor : ``"dask"`` or ``"serial"``.
+    scheduler : a Dask scheduler address (``tcp://HOST:PORT``); default ``$DASK_SCHEDULER_ADDRESS``,
+        else a ``LocalCluster``.
+    workers : LocalCluster worker processes (default: the machine's cores, at most the cell count).
+    cache : reuse cached cell results (False runs every cell again and refreshes the cache).
+    plots : a folder to write ``pareto.png`` into.
+    """
+    from ..evaluate.gate import DEFAULT_MAX_DROP_PP, Gate, load_gate
+    if executor not in EXECUTORS:
+        raise SweepError(f"`executor` must be one of {', '.join(map(repr, EXECUTORS))}. Got {executor!r} instead.")
+    if spec is None:
+        spec = SweepSpec(model=model, **axes)
+    elif axes:
+        raise SweepError("give either `spec` or the sweep axes as keyword arguments, not both.")
+    gate_obj = Gate(max_drop_pp=DEFAULT_MAX_DROP_PP) if gate is None else load_gate(gate)
+    start = time.perf_counter()
+    model_path = resolve_model(spec.model, spec.dataset)
+    model_sha = sha256_file(model_path)
+    from ..data.loaders import load_dataset
+    data = load_dataset(spec.dataset)
+    exclusions = resolve_exclusions(spec, model_path, data)
+    cells = plan_cells(spec, exclusions)
+    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if executor == "serial":
+        results, where, n_workers = _run_serial(cells, spec, model_path, model_sha, cache, progress), "serial loop", 1
+    else:
+        results, where, n_workers = _run_dask(cells, spec, model_path, model_sha, cache, progress, scheduler, workers)
+    gate_dict = gate_obj.to_dict()
+    recs = tuple(recommend(t, [r for r in results if r.cell.target == t], gate_dict) for t in spec.targets)
+    result = SweepResult(spec=spec, model=model_path, model_sha256=model_sha, cells=tuple(results),
+                         recommendations=recs, gate=gate_dict, scheduler=where, workers=n_workers,
+                         seconds=round(time.perf_counter() - start, 2))
+    if plots is not None:
+        result = _write_plots(result, plots)
+    return result
+
+
+def _write_plots(result: SweepResult, folder: str | os.PathLike) -> SweepResult:
+    import dataclasses
+    from pathlib import Path
+
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from .._io import atomic_path
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    fig = result.plot()
+    path = out / "pareto.png"
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
+    return dataclasses.replace(result, plots=(str(path),))
+
+
+def _bar(total: int, progress: bool) -> Any:
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc="sweep cells", unit="cell", disable=not progress, leave=True)
+
+
+def _run_serial(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, cache: bool,
+                progress: bool) -> list[CellResult]:
+    out = []
+    with _bar(len(cells), progress) as bar:
+        for cell in cells:
+            out.append(run_cell(cell, spec, model_path, model_sha, cache=cache))
+            bar.update(1)
+    return out
+
+
+def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, cache: bool, progress: bool,
+              scheduler: str | None, workers: int | None) -> tuple[list[CellResult], str, int]:
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError as exc:  # pragma: no cover - a dependency of the workbench
+        raise SweepError("the Dask executor needs `dask` and `distributed` (pip install dask distributed), "
+                         "or use executor='serial'.") from exc
+    cluster = None
+    try:
+        if scheduler:
+            try:
+                client = Client(scheduler, timeout="20s")
+            except (OSError, TimeoutError) as exc:
+                raise SweepError(f"cannot reach the Dask scheduler at {scheduler} ({type(exc).__name__}: {exc}). "
+                                 "Start one with `dask scheduler` and workers with `dask worker ADDRESS`, or "
+                                 f"unset {SCHEDULER_ENV} to run on a LocalCluster.") from None
+            where = f"Dask scheduler {scheduler}"
+        else:
+            n = workers or min(os.cpu_count() or 1, max(len(cells), 1))
+            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+                raise SweepError(f"`workers` must be a positive integer. Got {workers!r} instead.")
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+            client = Client(cluster)
+            where = f"Dask LocalCluster ({n} process(es))"
+        with client:
+            n_workers = len(client.scheduler_info().get("workers", {})) or 1
+            futures = {client.submit(run_cell, cell, spec, model_path, model_sha, cache=cache, pure=False): i
+                       for i, cell in enumerate(cells)}
+            results: list[CellResult | None] = [None] * len(cells)
+            with _bar(len(cells), progress) as bar:
+                for future in as_completed(futures):
+                    i = futures[future]
+                    try:
+                        results[i] = future.result()
+                    except Exception as exc:  # noqa: BLE001 - a lost worker: the cell failed, the sweep goes on
+                        results[i] = CellResult(cell=cells[i], ok=False,
+                                                error=f"{type(exc).__name__} on the Dask worker: {exc}")
+                    bar.update(1)
+        return [r for r in results if r is not None], where, n_workers
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+__all__ = ["sweep", "SweepSpec", "SweepResult", "WorkbenchError"]
