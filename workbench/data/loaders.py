@@ -5,7 +5,8 @@
 - ``digits-conditions`` (built-in): scikit-learn's bundled handwritten digits
   (real scans, no download) upscaled to 32x32 grayscale, split deterministically
   from a seed; every deployment condition appears in ``test``, while the
-  ``calibration`` pool is about 90% daylight, as real calibration sets are;
+  ``calibration`` pool is mostly daylight (359 daylight + 50 of each other condition), as
+  real calibration pools are, yet holds enough of each condition for a stratified set of 200;
 - ``digits-keypoints`` (built-in): the same images, labelled with three keypoints per
   digit (the ink's centroid and the top-left and bottom-right corners of its bounding
   box, ``(y, x)`` in [0, 1] of the image): a non-classification task;
@@ -77,7 +78,9 @@ def load_dataset(name_or_path: str | os.PathLike | Dataset, *, resize: tuple[int
 
 DIGITS_SIZE = 32
 DIGITS_SEVERITY = 3
-CALIBRATION_DAYLIGHT_SHARE = 0.9
+#: scans of the calibration split rendered under each condition other than daylight: enough for the
+#: default stratified calibration set (200 samples, 40 per condition) to reach every condition's share
+CALIBRATION_PER_CONDITION = 50
 
 
 def render_digits(images8: np.ndarray, size: int = DIGITS_SIZE) -> np.ndarray:
@@ -112,12 +115,12 @@ def _digits_conditions(seed: int = 0) -> Dataset:
     train = np.flatnonzero(split_of == "train")
     parts.append((images[train], labels[train], "daylight", "train", [f"train-{i:04d}" for i in train]))
 
-    # Calibration pool: every calibration scan in daylight, plus a few scans under each other
-    # condition so that daylight is ~90% of the pool.
+    # Calibration pool: every calibration scan in daylight, plus CALIBRATION_PER_CONDITION scans under
+    # each other condition (daylight is ~64% of the pool; a plain random draw under-represents the rest).
     cal = np.flatnonzero(split_of == "calibration")
     parts.append((images[cal], labels[cal], "daylight", "calibration", [f"cal-{i:04d}" for i in cal]))
     others = [c for c in BUILTIN_CONDITIONS if c != "daylight"]
-    n_extra = int(round(len(cal) * (1 - CALIBRATION_DAYLIGHT_SHARE) / CALIBRATION_DAYLIGHT_SHARE / len(others)))
+    n_extra = CALIBRATION_PER_CONDITION
     extra = rng.permutation(cal)
     for k, cond in enumerate(others):
         pick = np.sort(extra[k * n_extra:(k + 1) * n_extra])
