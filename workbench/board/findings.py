@@ -29,8 +29,14 @@ def findings(result: Any, *, target: str = "", placement: Any = None, **_: Any) 
     runs = np.asarray(result.runs_us, dtype=float)
     if runs.size >= 3:
         median = float(np.median(runs))
-        slow = np.flatnonzero((runs > COLD_FACTOR * median) & (runs - median >= COLD_MIN_US))
-        early = [int(i) for i in slow if i < max(3, runs.size // 10)]
+        is_slow = (runs > COLD_FACTOR * median) & (runs - median >= COLD_MIN_US)
+        # a cold start is where the timed runs begin: the slow runs from run #0 on (one spike later on is
+        # the host being busy, not start-up cost)
+        early = []
+        for i, slow in enumerate(is_slow[: max(3, runs.size // 10)]):
+            if not slow:
+                break
+            early.append(i)
         if early:
             out.append(make("timing.cold-start-in-steady-state",
                             f"{where}: timed run(s) {', '.join(f'#{i}' for i in early[:5])} took "
