@@ -1,0 +1,165 @@
+"""ONNX -> SavedModel + FP32 TFLite with onnx2tf (its own pinned tool environment), and quantizing
+.onnx / FP32 .tflite sources with the TFLite recipes.
+
+Real onnx2tf, ONNX Runtime, LiteRT and TensorFlow: the tiny NCHW model is converted once per
+session (the conversion is cached by content under the session's workbench cache)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.models.onnx_tiny import nhwc_images, tiny_nchw_onnx
+from workbench.errors import ModelError
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx(tmp_path_factory):
+    return tiny_nchw_onnx(tmp_path_factory.mktemp("onnx") / "tiny.onnx")
+
+
+@pytest.fixture(scope="session")
+def converted(tiny_onnx):
+    from workbench.models.convert import convert_onnx
+    return convert_onnx(tiny_onnx, samples=nhwc_images(24))
+
+
+def test_conversion_records_the_layout_and_agrees_with_onnx_runtime(converted, tiny_onnx):
+    from workbench.models.convert import ConvertedModel, convert_onnx
+    assert converted.transposed_inputs == ("image",)
+    (inp,) = converted.inputs
+    assert (inp.onnx_shape, inp.tflite_shape) == ((1, 3, 16, 16), (1, 16, 16, 3))
+    (out,) = converted.outputs
+    assert out.name == "logits" and out.tflite_shape == (1, 4) and not out.transposed
+    (agree,) = converted.agreement
+    assert agree.ok and agree.max_abs_error < 1e-4 and agree.cosine > 0.99999 and converted.check_samples == 8
+    assert converted.tools["onnx2tf"] == "1.29.24" and converted.tools["tensorflow"].startswith("2.19")
+    assert "NCHW->NHWC for image" in converted.summary()
+    assert ConvertedModel.from_dict(converted.to_dict()) == converted
+    assert "ONNX Runtime vs converted FP32 TFLite" in converted._repr_html_()
+    # the converted FP32 model computes what the ONNX model computes, on NHWC images
+    import onnxruntime as ort
+    from ai_edge_litert.interpreter import Interpreter
+    x = nhwc_images(3, seed=5)
+    ref = ort.InferenceSession(str(tiny_onnx)).run(None, {"image": x[:1].transpose(0, 3, 1, 2)})[0]
+    interp = Interpreter(model_path=converted.tflite)
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], x[:1])
+    interp.invoke()
+    assert np.allclose(interp.get_tensor(interp.get_output_details()[0]["index"]), ref, atol=1e-4)
+    again = convert_onnx(tiny_onnx)
+    assert again.cache_hit and again.tflite == converted.tflite
+
+
+def test_a_diverging_conversion_names_the_output(converted, tmp_path):
+    from workbench.models.convert import check_agreement
+    other = tiny_nchw_onnx(tmp_path / "other.onnx", seed=1)   # same graph, other weights
+    with pytest.raises(ModelError, match=r"diverges from ONNX Runtime at output 'logits': max abs error"):
+        check_agreement(dataclasses.replace(converted, source_path=str(other)), nhwc_images(4))
+
+
+def test_damaged_cache_entries_are_never_trusted(converted, tmp_path):
+    from pathlib import Path
+
+    from workbench.models.convert import FLOAT_TFLITE, _load_entry
+    entry = tmp_path / "entry"
+    shutil.copytree(Path(converted.tflite).parent, entry)
+    assert _load_entry(entry) is not None
+    (entry / FLOAT_TFLITE).write_bytes((entry / FLOAT_TFLITE).read_bytes()[:100])
+    assert _load_entry(entry) is None and not entry.exists()
+
+
+def test_bad_onnx_inputs_are_clear_errors(tmp_path):
+    from workbench.models.convert import convert_onnx, read_onnx_io
+    spatial = tiny_nchw_onnx(tmp_path / "spatial.onnx", dynamic="spatial")
+    with pytest.raises(ModelError, match=r"spatial.onnx: input 'image' has dynamic shape .*fixed input size"):
+        read_onnx_io(spatial)
+    batch = read_onnx_io(tiny_nchw_onnx(tmp_path / "batch.onnx", dynamic="batch"))
+    assert batch.inputs == (("image", (1, 3, 16, 16), True),)
+    with pytest.raises(ModelError, match="`input_layout` must be one of 'auto', 'nchw', 'nhwc'. Got 'hwc'"):
+        convert_onnx(spatial, input_layout="hwc")
+
+
+def test_input_layout_rule():
+    from workbench.models.convert import _OnnxIO, nhwc_inputs
+    graph = _OnnxIO(inputs=(("nchw", (1, 3, 224, 224), False), ("nhwc", (1, 96, 96, 1), False),
+                            ("vector", (1, 10), False)), outputs=("y",))
+    assert nhwc_inputs(graph, "auto") == ("nhwc",)
+    assert nhwc_inputs(graph, "nchw") == ()
+    assert nhwc_inputs(graph, "nhwc") == ("nchw", "nhwc")
+
+
+def test_calibration_file_holds_our_samples_resized(tmp_path):
+    from workbench.models.convert import CALIBRATION_FILE, calibration_file
+    gray = nhwc_images(5)[..., :1]
+    path = calibration_file(gray, tmp_path)
+    data = np.load(path)
+    assert path.name == CALIBRATION_FILE and data.shape == (20, 128, 128, 3) and data.dtype == np.float32
+    assert data.std() > 0.1 and np.allclose(data[..., 0], data[..., 2])   # gray repeated to RGB, not zeros
+    assert np.load(calibration_file(None, tmp_path)).std() > 0.1
+
+
+def test_quantize_onnx_with_the_tflite_recipes(converted, tiny_onnx, tmp_path):
+    from workbench.quantize.engine import quantize   # not wb.quantize: importing workbench.quantize.* rebinds it
+    x = nhwc_images(60, seed=2)
+    q = quantize(tiny_onnx, "a8w8_pc", x, output=tmp_path / "int8")
+    assert q.format == "tflite" and q.full_integer and q.weight_granularity == "per_channel"
+    assert q.input_quantization.shape == (1, 16, 16, 3)             # NHWC after conversion
+    manifest = q.manifest()
+    conv = manifest["conversion"]
+    assert conv["tool"] == "onnx2tf" and conv["transposed_inputs"] == ["image"]
+    assert conv["versions"]["onnx2tf"] == "1.29.24" and conv["lock_sha256"] == converted.lock_sha256
+    assert conv["agreement"][0]["output"] == "logits" and conv["agreement"][0]["cosine"] > 0.9999
+    assert manifest["toolchain"]["onnx2tf"] == "1.29.24"
+    assert manifest["toolchain"]["onnx2tf-env/tensorflow"].startswith("2.19")
+    assert manifest["source"]["format"] == "onnx"
+    assert "converted with" in q._repr_html_()
+    # INT8 scores follow the ONNX model's FP32 scores
+    from workbench.models.predict import load_predictor
+    fp32 = load_predictor(tiny_onnx)
+    fp32.adapt_layout(x.shape[1:])
+    ref, got = fp32.predict(x), load_predictor(q.path).predict(x)
+    cos = np.sum(ref * got, 1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1))
+    assert np.median(cos) > 0.95
+    pt = quantize(tiny_onnx, "a8w8_pt", x)
+    assert pt.weight_granularity == "per_tensor" and pt.cache_key != q.cache_key
+    # the ONNX Runtime backend takes the same NCHW model with NHWC calibration images
+    qdq = quantize(tiny_onnx, "a8w8_pc", x, backend="onnx")
+    assert qdq.format == "onnx" and qdq.manifest()["conversion"]["calibration_layout"] == "NHWC images fed as NCHW"
+
+
+@pytest.mark.slow
+def test_fp32_tflite_and_keras_sources_reach_both_backends(tmp_path):
+    """FP32 .tflite -> (tf2onnx) ONNX -> (onnx2tf) SavedModel -> INT8 .tflite; Keras -> ONNX QDQ."""
+    import contextlib
+    import io
+
+    import keras
+    import tensorflow as tf
+
+    from workbench.quantize.engine import quantize
+    inp = keras.Input((12, 12, 1), batch_size=1, name="image")
+    h = keras.layers.Conv2D(4, 3, activation="relu")(inp)
+    h = keras.layers.GlobalAveragePooling2D()(h)
+    model = keras.Model(inp, keras.layers.Dense(3)(h))
+    keras_path = tmp_path / "m.keras"
+    with contextlib.redirect_stdout(io.StringIO()):
+        model.save(keras_path)
+    fn = tf.function(lambda t: model(t, training=False)).get_concrete_function(tf.TensorSpec([1, 12, 12, 1]))
+    tflite_path = tmp_path / "m_fp32.tflite"
+    tflite_path.write_bytes(tf.lite.TFLiteConverter.from_concrete_functions([fn], model).convert())
+    x = np.random.default_rng(0).uniform(0, 1, (50, 12, 12, 1)).astype(np.float32)
+    q = quantize(tflite_path, "a8w8_pc", x)
+    conv = q.manifest()["conversion"]
+    assert q.full_integer and conv["from"]["tool"] == "tf2onnx" and conv["transposed_inputs"] == []
+    assert q.input_quantization.shape == (1, 12, 12, 1)          # an NHWC ONNX input is kept NHWC
+    qdq = quantize(keras_path, "a8w8_pc", x, backend="onnx")
+    assert qdq.format == "onnx" and qdq.manifest()["conversion"]["tool"] == "tf2onnx"
+    from workbench.models.predict import load_predictor
+    ref = load_predictor(keras_path).predict(x)
+    assert np.mean(np.argmax(load_predictor(q.path).predict(x), 1) == np.argmax(ref, 1)) > 0.8
+    with pytest.raises(ModelError, match="already a quantized .tflite file"):
+        quantize(q.path, "a8w8_pc", x)
