@@ -181,6 +181,8 @@ def analyze_placement(model: str | os.PathLike, target: str | Target, *, use_vel
     """
     tgt = get_target(target)
     path = Path(model)
+    from ..models.formats import require_int8_tflite_file
+    require_int8_tflite_file(path, stage=f"placement on {tgt.id}")   # .onnx/Keras/SavedModel: say what to do
     graph = read_tflite(path)
     _check_model_fits(graph, tgt, path)
     findings = tgt.evaluate_model(graph)
