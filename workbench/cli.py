@@ -15,7 +15,9 @@ import importlib
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+
+# the helpers every <stage>/commands.py uses live in _cli (commands never import this module)
+from ._cli import EXIT_ERROR, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_OK, add_json_flag, emit  # noqa: F401
 
 COMMAND_MODULES = (
     "workbench.data.commands",
@@ -26,23 +28,9 @@ COMMAND_MODULES = (
     "workbench.targets.commands",
     "workbench.placement.commands",
     "workbench.board.commands",
-    "workbench.batch_commands",
+    "workbench.batch.commands",
+    "workbench.toolenv_commands",
 )
-
-EXIT_OK, EXIT_GATE_FAILED, EXIT_ERROR = 0, 1, 2
-
-
-def emit(obj: Any, *, as_json: bool, text: str | None = None) -> None:
-    """Print one JSON object (``--json``) or a human-readable text on stdout."""
-    if as_json:
-        from ._io import to_json
-        print(to_json(obj.to_dict() if hasattr(obj, "to_dict") else obj, indent=2))
-    else:
-        print(text if text is not None else (obj.summary() if hasattr(obj, "summary") else obj))
-
-
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

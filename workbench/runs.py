@@ -32,11 +32,10 @@ from ._io import atomic_write_json, read_json
 from ._results import Result
 from ._validation import check_choice
 from .errors import BatchError, WorkbenchWarning
+from .vocab import HOST_CPU_LABEL, LATENCY_SOURCES, STAGES, TARGETS, LatencySource, latency_label
 
-TARGETS = ("imx8mp", "imx93", "imx95")
-STAGES = ("calibration", "quantize", "accuracy", "placement", "timing")
 REFERENCE = "reference"
-HOST_CPU = "host CPU (not an NPU)"
+HOST_CPU = HOST_CPU_LABEL
 VELA_ESTIMATE = "Vela estimate (not a board measurement)"
 TOOL_PACKAGES = ("npu-workbench", "tensorflow-cpu", "keras", "ai-edge-litert", "onnxruntime",
                  "ethos-u-vela", "numpy", "papermill")
@@ -291,6 +290,7 @@ class ConditionAccuracy(Result):
     drop_pp: Optional[float] = None
     ci_low: Optional[float] = None
     ci_high: Optional[float] = None
+    agreement: Optional[float] = None               # FP32/INT8 argmax agreement
 
 
 @dataclass(frozen=True)
@@ -312,7 +312,8 @@ class TargetSummary(Result):
     placement_authority: Optional[str] = None
     latency_ms: Optional[float] = None              # p50 of the timed runs
     latency_p99_ms: Optional[float] = None
-    latency_kind: Optional[str] = None              # "measured on board <name>" | HOST_CPU
+    latency_kind: Optional[str] = None              # vocab.latency_label(): "board <name> via <delegate>" | HOST_CPU
+    latency_source: Optional[str] = None            # a vocab.LatencySource value
     vela_estimate_ms: Optional[float] = None
     vela_label: Optional[str] = None
     manifest: Optional[RunManifest] = None
@@ -356,6 +357,7 @@ class RunSummary(Result):
             base = {"target": t.target, "status": t.status, "recipe": t.recipe, "npu_share": t.npu_share,
                     "cpu_islands": t.cpu_islands, "latency_p50_ms": t.latency_ms,
                     "latency_p99_ms": t.latency_p99_ms, "latency_kind": t.latency_kind,
+                    "latency_source": t.latency_source,
                     "vela_estimate_ms": t.vela_estimate_ms, "error": t.error}
             for a in t.accuracy or (None,):
                 rows.append({"target": t.target, "condition": a.condition if a else None,
@@ -438,8 +440,18 @@ def _accuracy_rows(result: dict[str, Any]) -> tuple[ConditionAccuracy, ...]:
         f, q = fp32.get(cond, {}), int8.get(cond, {})
         out.append(ConditionAccuracy(condition=str(cond), n=q.get("n") or f.get("n"), fp32=f.get("accuracy"),
                                      int8=q.get("accuracy"), drop_pp=q.get("drop_pp"),
-                                     ci_low=q.get("ci_low"), ci_high=q.get("ci_high")))
+                                     ci_low=q.get("ci_low"), ci_high=q.get("ci_high"),
+                                     agreement=q.get("agreement")))
     return tuple(out)
+
+
+def _latency_source(timing: dict[str, Any]) -> str:
+    """Where a saved timing result was measured: a :class:`~workbench.vocab.LatencySource` value."""
+    if timing.get("latency_kind") in LATENCY_SOURCES:       # TimingResult states it
+        return str(timing["latency_kind"])
+    if not timing.get("on_board"):
+        return LatencySource.HOST_CPU.value
+    return (LatencySource.BOARD if timing.get("delegate") else LatencySource.BOARD_CPU).value
 
 
 def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
@@ -455,7 +467,7 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
     error = read_json(folder.path / "error.json") if (folder.path / "error.json").is_file() else None
     status = "failed" if error else ("ok" if len(done) == len(STAGES) else "incomplete")
     latency = timing.get("latency_us") or {}
-    board = timing.get("board")
+    source = _latency_source(timing) if timing else None
     first = next((records[s] for s in done), {})
     folder.model_name = first.get("model", REFERENCE)
     folder.dataset_name = first.get("dataset", "")
@@ -470,7 +482,10 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
         placement_authority=placement.get("authority"),
         latency_ms=None if latency.get("p50") is None else latency["p50"] / 1000.0,
         latency_p99_ms=None if latency.get("p99") is None else latency["p99"] / 1000.0,
-        latency_kind=(f"measured on board {board}" if timing.get("on_board") else HOST_CPU) if timing else None,
+        latency_kind=latency_label(source, board=timing.get("board") or timing.get("destination"),
+                                   delegate=os.path.basename(timing.get("delegate") or "") or None)
+        if source else None,
+        latency_source=source,
         vela_estimate_ms=placement.get("estimated_latency_ms"),
         vela_label=VELA_ESTIMATE if placement.get("estimated_latency_ms") is not None else None,
         manifest=folder.manifest() if done else None)

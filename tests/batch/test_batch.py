@@ -14,7 +14,7 @@ import pytest
 
 from workbench.batch import (check_quality_gate, export_html, external_references, load_gate, make_self_contained,
                              run_batch)
-from workbench.errors import BatchError
+from workbench.errors import BatchError, GateError
 from workbench.runs import RunFolder, summarize_run
 
 from .conftest import SMALL, TARGETS
@@ -162,13 +162,14 @@ def test_quality_gate_accuracy_drop(batch, batch_out, tmp_path):
     ("placement:\n  max_cpu_islands: -1\n", "must be an integer >= 0"),
     ("speed: {}\n", "unknown section 'speed'"),
     ("accuracy:\n  max_drop: 1\n", "unknown key accuracy.max_drop"),
-    ("accuracy:\n  max_drop_pp: lots\n", "a limit is not a number"),
+    ("accuracy:\n  max_drop_pp: lots\n", "`accuracy.max_drop_pp` must be a finite number"),
+    ("latency:\n  max_ms: .nan\n", "`latency.max_ms` must be a finite number"),
     ("- 1\n", "a gate file is a mapping"),
 ])
 def test_gate_file_errors(tmp_path, text, phrase):
     path = tmp_path / "gate.yaml"
     path.write_text(text)
-    with pytest.raises(BatchError) as info:
+    with pytest.raises(GateError) as info:
         load_gate(path)
     assert phrase in str(info.value) and "gate.yaml" in str(info.value)
 

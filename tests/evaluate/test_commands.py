@@ -15,7 +15,7 @@ def _run(capsys, *argv):
 
 def test_json_rows_and_gate(capsys, reference, int8_models, report, tmp_path):
     gate = tmp_path / "gate.yaml"
-    gate.write_text("max_drop_pp: 100\nconditions:\n  overexposed: {max_drop_pp: 0}\n")
+    gate.write_text("accuracy:\n  max_drop_pp: 100\n  per_condition:\n    overexposed: {max_drop_pp: 0}\n")
     code, out, _ = _run(capsys, reference.tflite, int8_models["pc"], int8_models["pt"], "--names", "pc,pt",
                         "--data", "digits-conditions", "--conditions", "daylight,overexposed", "--gate", str(gate),
                         "--json")

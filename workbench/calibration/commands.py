@@ -38,7 +38,7 @@ def _add_data_model(parser: argparse.ArgumentParser, *, model_required: bool) ->
 
 
 def register(sub) -> None:
-    from ..cli import add_json_flag
+    from .._cli import add_json_flag
     cal = sub.add_parser("calibrate", help="curate a calibration set (random, stratified or coverage)")
     _add_data_model(cal, model_required=False)
     cal.add_argument("--strategy", required=True, choices=STRATEGIES)
@@ -98,7 +98,7 @@ def _calibrate(args) -> int:
         check_output_path(args.output)
     import warnings
 
-    from ..cli import emit
+    from .._cli import emit
     from ..data.loaders import load_dataset
     from .curate import curate_calibration_set
     data = load_dataset(args.data)
@@ -128,7 +128,7 @@ def _audit(args) -> int:
     from .._io import check_output_path
     if args.plot:  # refuse a folder, device or link before any work
         check_output_path(args.plot)
-    from ..cli import emit
+    from .._cli import emit
     from ..data.loaders import load_dataset
     from .audit import audit_coverage
     from .curate import CalibrationSet
@@ -154,7 +154,7 @@ def _experiment(args) -> int:
     from .._io import check_output_path
     if args.plot:  # refuse a folder, device or link before any work
         check_output_path(args.plot)
-    from ..cli import emit
+    from .._cli import emit
     from ..data.loaders import load_dataset
     from .experiment import compare_calibration_strategies
     import warnings

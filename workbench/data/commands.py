@@ -14,7 +14,7 @@ def _resize(text: str) -> tuple[int, int]:
 
 
 def register(sub) -> None:
-    from ..cli import add_json_flag
+    from .._cli import add_json_flag
     data = sub.add_parser("data", help="inspect and export datasets")
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", required=True)
 
@@ -36,7 +36,7 @@ def register(sub) -> None:
 
 
 def _info(args) -> int:
-    from ..cli import emit
+    from .._cli import emit
     from .loaders import load_dataset
     ds = load_dataset(args.dataset, resize=args.resize)
     info = ds.info()
@@ -53,7 +53,7 @@ def _info(args) -> int:
 def _export(args) -> int:
     from .._io import check_output_path
     check_output_path(args.output)  # refuse a folder, device or link before loading anything
-    from ..cli import emit
+    from .._cli import emit
     from .loaders import export_npz, load_dataset
     ds = load_dataset(args.dataset, resize=args.resize)
     path = export_npz(ds, args.output, split=args.split, condition=args.condition)

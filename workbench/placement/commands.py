@@ -8,7 +8,7 @@ TARGET_CHOICES_HELP = "imx8mp, imx93, imx95, or 'all' (comma-separated lists wor
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from .._cli import add_json_flag
     p = subparsers.add_parser(
         "placement", help="which ops of an INT8 .tflite run on the NPU, and why",
         description="Place every op of an INT8 .tflite on a target: imx93 through Vela (the "
@@ -55,7 +55,7 @@ def format_report(report, *, all_ops: bool = False) -> str:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..cli import emit
+    from .._cli import emit
     from ..errors import ModelError
     from ..targets import get_target
     from .analyze import analyze_placement

@@ -9,7 +9,7 @@ from ..vocab import RECIPES as RECIPE_NAMES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from .._cli import add_json_flag
     p = sub.add_parser(
         "quantize", help="post-training quantization to an inspected INT8 model with its manifest",
         description="Quantize MODEL (Keras .keras/.h5, SavedModel folder, .onnx, or 'reference' for the "
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _quantize(args: argparse.Namespace) -> int:
     import warnings
 
-    from ..cli import emit
+    from .._cli import emit
     from ..data.loaders import load_dataset
     from .engine import quantize
     from .recipe import get_recipe

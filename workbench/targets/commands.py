@@ -8,7 +8,7 @@ DEFAULT_DOCS_DIR = "docs/targets"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ..cli import add_json_flag
+    from .._cli import add_json_flag
     p = subparsers.add_parser(
         "targets", help="list the NPU targets and their rule tables",
         description="List the i.MX NPU targets (imx8mp, imx93, imx95) with their delegate, version, "
@@ -34,7 +34,7 @@ def write_docs(directory: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import emit
+    from .._cli import emit
     from . import list_targets
     if args.docs is not None:
         paths = write_docs(args.docs)

@@ -7,7 +7,8 @@ import ast
 from pathlib import Path
 from typing import Any
 
-TARGETS = ("imx8mp", "imx93", "imx95")
+from .._cli import add_json_flag
+from ..vocab import STRATEGIES, TARGETS
 
 
 def register(sub: Any) -> None:
@@ -29,7 +30,7 @@ def register(sub: Any) -> None:
     p.add_argument("--run-id", default=None, help="run folder name under DIR/runs/ (default: the local time)")
     p.add_argument("--recipe", default="auto",
                    help="a8w8_pc, a8w8_pt, a16w8_pc or auto (imx8mp a8w8_pt, imx93/imx95 a8w8_pc; default)")
-    p.add_argument("--calibration-strategy", default="stratified", choices=("random", "stratified", "coverage"))
+    p.add_argument("--calibration-strategy", default="stratified", choices=STRATEGIES)
     p.add_argument("--calibration-size", type=int, default=200, metavar="N", help="calibration samples (default 200)")
     p.add_argument("--seed", type=int, default=0, help="seed of the calibration draw (default 0)")
     p.add_argument("--board", action="append", default=None, metavar="[TARGET=]NAME",
@@ -44,7 +45,7 @@ def register(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-cell timeout in seconds")
     p.add_argument("--kernel", default="npu-workbench", help="Jupyter kernel (default npu-workbench)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--json", action="store_true", help="print the BatchResult as JSON on stdout")
+    add_json_flag(p)
     p.set_defaults(func=_batch)
 
 
@@ -56,7 +57,7 @@ def _value(text: str) -> Any:
 
 
 def parse_params(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    from .errors import BatchError
+    from ..errors import BatchError
     common: dict[str, Any] = {}
     per_target: dict[str, dict[str, Any]] = {}
     for item in items:
@@ -77,14 +78,14 @@ def parse_boards(items: list[str] | None) -> Any:
     plain = [i for i in items if "=" not in i]
     mapping = dict(i.split("=", 1) for i in items if "=" in i)
     if plain and mapping:
-        from .errors import BatchError
+        from ..errors import BatchError
         raise BatchError("--board: give either one NAME for every target or TARGET=NAME pairs, not both.")
     return plain[-1] if plain else mapping
 
 
 def _accuracy_table(summary_json: Path) -> list[str]:
     """Top-1 per condition: FP32 once, then each target's INT8 (from summary.json)."""
-    from ._io import read_json
+    from .._io import read_json
     if not summary_json.is_file():
         return []
     targets = {t: s for t, s in read_json(summary_json).get("targets", {}).items() if s.get("accuracy")}
@@ -104,8 +105,8 @@ def _accuracy_table(summary_json: Path) -> list[str]:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from .batch import run_batch
-    from .cli import emit
+    from .._cli import emit
+    from .pipeline import run_batch
     params, per_target = parse_params(args.param)
     result = run_batch(
         args.targets, model=args.model, dataset=args.data, out=args.out, gate=args.gate, jobs=args.jobs,

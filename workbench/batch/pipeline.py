@@ -1,0 +1,217 @@
+"""``run_batch``: the stage notebooks per target with papermill, reports people can share.
+
+The pipeline, per target (targets run in parallel with ``jobs``):
+
+1. execute ``10_calibration_set`` ... ``50_board_timing`` with papermill on the
+   ``npu-workbench`` kernel; the kernel's working folder is the output folder and
+   every path it gets is relative to it, so nothing absolute lands in a report;
+2. a failing notebook stops that target (the executed notebook, marked at the
+   failing cell by papermill, is kept and exported: it is the error report);
+3. export each executed notebook to HTML twice (with code, and code-hidden for
+   sharing), self-contained: figures inline, no scripts, no external links, local
+   paths scrubbed, the run manifest on top.
+
+Then ``90_summary`` across targets, ``summary.json``, ``summary.csv``, the
+quality gate, and ``index.html`` linking everything.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._results import Result
+from .._validation import check_choice, check_positive_int
+from ..errors import BatchError
+from ..evaluate.gate import Gate, GateResult, check_quality_gate, load_gate
+from ..runs import new_run_id, summarize_run
+from ..vocab import STAGE_NOTEBOOKS as _STAGE_NOTEBOOKS
+from ..vocab import SUMMARY_NOTEBOOK, TARGETS
+from .execute import KERNEL, NOTEBOOKS_DIR, Runner, TargetRun, declared_parameters
+from .export import Scrubber
+from .summary import write_index, write_summary
+
+STAGE_NOTEBOOKS = tuple(_STAGE_NOTEBOOKS.values())
+STAGE_NAMES = dict(_STAGE_NOTEBOOKS)
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+@dataclass(frozen=True)
+class BatchResult(Result):
+    """What ``run_batch`` produced; paths are relative to ``out_dir`` except ``out_dir`` itself."""
+
+    out_dir: str
+    run_id: str
+    run_dir: str
+    targets: tuple[TargetRun, ...]
+    index: str
+    summary_json: str
+    summary_csv: str
+    summary_report: str | None = None
+    gate: GateResult | None = None
+    seconds: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> tuple[TargetRun, ...]:
+        return tuple(t for t in self.targets if t.status != "ok")
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and (self.gate is None or self.gate.passed)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.ok else EXIT_FAILED
+
+    @property
+    def index_path(self) -> Path:
+        return Path(self.out_dir) / self.index
+
+    def summary(self) -> str:
+        parts = [f"batch {self.run_id}: {len(self.targets) - len(self.failed)}/{len(self.targets)} target(s) ok"]
+        parts += [t.summary() for t in self.failed]
+        if self.gate is not None:
+            parts.append(self.gate.summary())
+        return "; ".join(parts) + f" ({self.seconds:.0f} s)"
+
+    def _repr_html_(self) -> str:
+        from .. import display
+        rows = [(t.target, t.status, t.failed_stage or "", t.error or "") for t in self.targets]
+        styles = [display.BAD_STYLE if t.status != "ok" else "" for t in self.targets]
+        html = display.heading("Batch") + display.paragraph(self.summary()) + display.table(
+            ("target", "status", "failed stage", "error"), rows, row_styles=styles)
+        return html + (self.gate._repr_html_() if self.gate is not None else "")
+
+
+# -- the verb ----------------------------------------------------------------------------------
+def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference",
+              dataset: str = "digits-conditions", out: str | os.PathLike = "reports",
+              gate: str | os.PathLike | Gate | None = None, jobs: int = 1, run_id: str | None = None,
+              recipe: str = "auto", calibration_strategy: str = "stratified", calibration_size: int = 200,
+              seed: int = 0, board: str | Mapping[str, str] | None = None, timing_runs: int = 100,
+              timing_warmup: int = 10, stages: Sequence[str] | None = None,
+              parameters: Mapping[str, Any] | None = None,
+              target_parameters: Mapping[str, Mapping[str, Any]] | None = None,
+              kernel: str = KERNEL, notebooks_dir: str | os.PathLike | None = None,
+              timeout: float | None = None, progress: bool = True) -> BatchResult:
+    """Execute the stage notebooks per target and write shareable reports to ``out``.
+
+    Parameters
+    ----------
+    targets : target ids (a list or ``"imx8mp,imx93"``).
+    model, dataset : ``"reference"`` or a model path; a dataset name or path.
+    out : the output folder: ``index.html``, ``summary.json``, ``summary.csv``,
+        ``<target>/<NN_stage>.{ipynb,html,shared.html}`` and ``runs/<run_id>/<target>/``.
+    gate : a gate YAML file (or a :class:`~workbench.evaluate.gate.Gate`) checked at the end.
+    jobs : targets executed at the same time.
+    board : a board name in ``boards.yaml`` for every target, or ``{target: board}``;
+        None times on the host CPU (labelled "host CPU (not an NPU)").
+    stages : a subset of ``calibration, quantize, accuracy, placement, timing`` (or
+        notebook names); later stages compute what an earlier, skipped one would save.
+    parameters : extra notebook parameters for every target; ``target_parameters``
+        ``{target: {name: value}}`` for one target only.
+    """
+    started = time.perf_counter()
+    # 1. validate everything before the first kernel starts
+    targets = _targets(targets)
+    check_positive_int("jobs", jobs, error=BatchError)
+    notebooks = Path(notebooks_dir) if notebooks_dir else NOTEBOOKS_DIR
+    stage_list = _stages(stages)
+    for name in (*stage_list, SUMMARY_NOTEBOOK):
+        if not (notebooks / f"{name}.ipynb").is_file():
+            raise BatchError(f"{notebooks / (name + '.ipynb')}: stage notebook missing; run from a checkout of "
+                             "npu-workbench or pass notebooks_dir=.")
+    quality_gate = None if gate is None else load_gate(gate)
+    boards = _boards(board, targets)
+    out_dir = Path(out).resolve()
+    run_id = run_id or new_run_id()
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
+        raise BatchError(f"`run_id` must use letters, digits, '.', '_' or '-'. Got {run_id!r} instead.")
+    run_dir = Path("runs") / run_id
+    common = {"model": _relative(model, out_dir), "dataset": _relative(dataset, out_dir), "recipe": recipe,
+              "calibration_strategy": calibration_strategy, "calibration_size": calibration_size, "seed": seed,
+              "timing_runs": timing_runs, "timing_warmup": timing_warmup, "run_dir": run_dir.as_posix(),
+              **dict(parameters or {})}
+    declared = {name: declared_parameters(notebooks / f"{name}.ipynb") for name in (*stage_list, SUMMARY_NOTEBOOK)}
+    known = set().union(*declared.values())
+    for extra in [*(parameters or {}), *(k for p in (target_parameters or {}).values() for k in p)]:
+        check_choice("parameter", extra, sorted(known), error=BatchError)
+    for t in target_parameters or {}:
+        check_choice("target", t, targets, error=BatchError)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # 2. the reference model once, before parallel kernels would each train it
+    if model == "reference":
+        from ..models.reference import reference_model
+        reference_model()
+    # 3. targets
+    runner = Runner(out_dir, notebooks, kernel, timeout, progress, scrubber=Scrubber(out_dir))
+    plans = {t: {**common, "target": t, "board": boards.get(t, ""), **dict((target_parameters or {}).get(t, {}))}
+             for t in targets}
+    with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
+        futures = [pool.submit(runner.run_target, t, i, stage_list, plans[t], declared)
+                   for i, t in enumerate(targets)]
+        target_runs = tuple(f.result() for f in futures)
+    runner.close()
+    # 4. summary across targets, gate, index
+    summary = summarize_run(out_dir / run_dir, targets=targets)
+    gate_report = check_quality_gate(summary, quality_gate) if quality_gate is not None else None
+    summary_stage = runner.run_summary(len(targets), {"run_dir": run_dir.as_posix(), "targets": ",".join(targets)},
+                                       declared[SUMMARY_NOTEBOOK])
+    result = BatchResult(
+        out_dir=str(out_dir), run_id=run_id, run_dir=run_dir.as_posix(), targets=target_runs,
+        index="index.html", summary_json="summary.json", summary_csv="summary.csv",
+        summary_report=summary_stage.html if summary_stage else None, gate=gate_report,
+        seconds=round(time.perf_counter() - started, 1),
+        notes=(() if summary_stage is None or summary_stage.status == "ok"
+               else (f"summary notebook failed: {summary_stage.error}",)))
+    write_summary(out_dir, result, summary)
+    write_index(out_dir, result, summary, summary_stage)
+    return result
+
+
+# -- validation helpers ------------------------------------------------------------------------
+def _targets(targets: Sequence[str] | str) -> list[str]:
+    names = [t.strip() for t in targets.split(",")] if isinstance(targets, str) else list(targets)
+    names = [t for t in names if t]
+    if not names:
+        raise BatchError("no targets given; use some of " + ", ".join(TARGETS) + ".")
+    for t in names:
+        check_choice("target", t, TARGETS, error=BatchError)
+    return list(dict.fromkeys(names))
+
+
+def _stages(stages: Sequence[str] | str | None) -> list[str]:
+    if stages is None:
+        return list(STAGE_NOTEBOOKS)
+    names = [s.strip() for s in stages.split(",")] if isinstance(stages, str) else list(stages)
+    resolved = []
+    for s in names:
+        s = STAGE_NAMES.get(s, s)
+        s = next((n for n in STAGE_NOTEBOOKS if n.split("_")[0] == s), s)   # "20" -> 20_quantize
+        check_choice("stage", s, [*STAGE_NAMES, *STAGE_NOTEBOOKS], error=BatchError)
+        resolved.append(s)
+    return [s for s in STAGE_NOTEBOOKS if s in resolved]
+
+
+def _boards(board: str | Mapping[str, str] | None, targets: list[str]) -> dict[str, str]:
+    if not board:
+        return {}
+    if isinstance(board, str):
+        return {t: board for t in targets}
+    for t in board:
+        check_choice("target", t, targets, error=BatchError)
+    return dict(board)
+
+
+def _relative(value: str, out_dir: Path) -> str:
+    """A path the user gave, made relative to the kernels' working folder (``out``)."""
+    if value == "reference" or not Path(value).exists():
+        return value
+    return os.path.relpath(Path(value).resolve(), out_dir)

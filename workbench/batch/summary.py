@@ -1,0 +1,71 @@
+"""What a batch leaves besides the reports: ``summary.json``, ``summary.csv`` and ``index.html``."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._io import atomic_write_json, atomic_write_text
+from ..runs import RunSummary
+from .execute import StageRun
+from .export import Scrubber, make_self_contained
+
+if TYPE_CHECKING:
+    from .pipeline import BatchResult
+
+
+def write_summary(out_dir: Path, result: BatchResult, summary: RunSummary) -> None:
+    runs = {t.target: t for t in result.targets}
+    data = {"run_id": result.run_id, "run_dir": result.run_dir, "ok": result.ok, "exit_code": result.exit_code,
+            "seconds": result.seconds,
+            "targets": {t.target: {**t.to_dict(), "reports": {s.stage: {"html": s.html, "shared_html": s.shared_html,
+                                                                         "notebook": s.notebook}
+                                                              for s in runs[t.target].stages},
+                                   "batch_status": runs[t.target].status}
+                        for t in summary.targets},
+            "gate": result.gate.to_dict() if result.gate is not None else None, "notes": list(result.notes)}
+    atomic_write_json(out_dir / result.summary_json, data)
+    rows = summary.csv_rows()
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["target"], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(out_dir / result.summary_csv, buf.getvalue())
+
+
+def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary_stage: StageRun | None) -> None:
+    from .. import display
+    rows, styles = [], []
+    for t in result.targets:
+        links = " ".join(
+            f"{display.esc(s.stage)}{' (FAILED)' if s.status != 'ok' else ''}: "
+            f"{display.link(s.shared_html, 'report')} · {display.link(s.html, 'with code')} · "
+            f"{display.link(s.notebook, 'notebook')}<br/>" for s in t.stages)
+        status = "ok" if t.status == "ok" else f"FAILED at {display.esc(t.failed_stage)}"
+        rows.append((display.esc(t.target), status, display.esc(t.error or ""), links))
+        styles.append(display.BAD_STYLE if t.status != "ok" else display.GOOD_STYLE)
+    body = [display.heading(f"npu-workbench batch {result.run_id}", 2),
+            display.paragraph(result.summary()),
+            display.raw_table(("target", "status", "why", "reports"), rows, row_styles=styles, caption="Targets")]
+    if summary_stage is not None:
+        body.append(display.paragraph("Across targets:") + display.link(summary_stage.shared_html, "summary report")
+                    + " · " + display.link(summary_stage.html, "with code"))
+    body.append(display.link(result.summary_json, "summary.json") + " · "
+                + display.link(result.summary_csv, "summary.csv"))
+    if result.gate is not None:
+        body.append(result.gate._repr_html_())
+    body.append(summary._repr_html_())
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        ax = summary.plot()
+        body.append(display.figure_html(ax.figure, alt="accuracy per condition and target"))
+        plt.close(ax.figure)
+    except Exception as exc:  # a plot must not cost the index
+        body.append(display.paragraph(f"(no plot: {exc})"))
+    scrub = Scrubber(out_dir)
+    html = display.page(f"npu-workbench batch {result.run_id}", scrub.text("\n".join(body)))
+    atomic_write_text(out_dir / result.index, make_self_contained(html))
