@@ -154,6 +154,6 @@ def find_recording(folder: str | os.PathLike, *, target: str | None = None,
     if model_sha256 and len(found) == 1:
         return found[0][0]           # the only recording: replaying it names the sha mismatch
     listed = ", ".join(f"{s.name} ({t or 'no target'})" for s, _, t in found) or "none"
-    raise BoardError(f"{root}: no board recording for "
+    raise BoardError(f"--replay {str(root)!r} is not a board recording and holds none for "
                      f"{'target ' + target if target else 'this model'} (recordings: {listed}). "
                      "Next: record one with `workbench bench MODEL --board NAME --record DIR`.")
