@@ -1,6 +1,8 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11:
 #   make run    create .venv, install, register the kernel, run the batch for all targets
 #   make test   same set-up, then the whole test suite
+#   make lint   ruff (package, tests, benchmarks) and mypy (package); CI runs it before the tests
+#   make test-fast  the suite without tests marked slow
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -8,7 +10,7 @@ STAMP  := $(VENV)/.installed
 OUT    ?= reports
 TARGETS ?= imx8mp,imx93,imx95
 
-.PHONY: setup tools run test kernel clean
+.PHONY: setup tools run test test-fast lint kernel clean
 
 setup: $(STAMP)
 
@@ -35,6 +37,13 @@ run: $(STAMP) tools
 
 test: $(STAMP) tools
 	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP) tools
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check workbench tests benchmarks
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache
