@@ -26,7 +26,7 @@ import numpy as np
 from .._io import sha256_file
 from .._results import Result
 from .._validation import check_positive_int, check_range
-from ..errors import DataError, EvaluationError, ModelError
+from ..errors import DataError, EvaluationError, ModelError, missing_file
 from ..models.contract import ContractIssue, InputContract
 from .fidelity import FidelityRow
 
@@ -259,7 +259,8 @@ def compare_accuracy(fp32_model: Any, candidates: Any, dataset: Any, *, conditio
     issues = guards.check_model_roles(models, reference_name) if check_contract else []
     outputs, modes, hits, sha = _score_all(models, data, held_out, split, conds, cache=cache, batch_size=batch_size,
                                            num_threads=num_threads, contract=contract)
-    labels_of = _label_mapper(data, contract, outputs[(reference_name, conds[0])], models, metric_name)
+    labels_of = _label_mapper(data, held_out, contract, outputs[(reference_name, conds[0])], models,
+                              metric_name)
     n_outputs = len(outputs[(reference_name, conds[0])])
     out_names = tuple(contract.output_name(k) for k in range(n_outputs))
     kinds = tuple(contract.output_kind(k, n_outputs) for k in range(n_outputs))
@@ -326,7 +327,8 @@ def _fidelity(cond, name, ref_out, out, idx, out_names, kinds, confidence) -> li
     return fidelity_rows(cond, name, ref_out, out, idx, names=out_names, kinds=kinds, confidence=confidence)
 
 
-def _label_mapper(data: Any, contract: InputContract, ref_outputs: list[np.ndarray], models, metric_name: str):
+def _label_mapper(data: Any, held_out: Any, contract: InputContract, ref_outputs: list[np.ndarray], models,
+                  metric_name: str):
     """Labels as the metric sees them.  For top-1: the dataset's class indices, mapped onto the model's
     class order when the card names the model's classes; outputs that do not match the dataset's
     classes are an error (a 1000-class model on a 10-class dataset)."""
@@ -347,10 +349,10 @@ def _label_mapper(data: Any, contract: InputContract, ref_outputs: list[np.ndarr
         table = np.array([position[c] for c in data.classes], np.int64)
         return lambda y: table[np.asarray(y, np.int64)]
     if width != len(data.classes):
-        labels = np.unique(np.asarray(data.y))
+        labels = np.unique(np.asarray(held_out.y))
         outside = labels[(labels < 0) | (labels >= width)]
         if len(outside):
-            _check_labels(name, path, width, data)
+            _check_labels(name, path, width, held_out)
         raise EvaluationError(f"model {name!r} ({path}) gives {width} class scores but dataset {data.name!r} has "
                               f"{len(data.classes)} classes ({', '.join(data.classes[:10])}"
                               f"{' ...' if len(data.classes) > 10 else ''}); top-1 would compare unrelated indices. "
@@ -412,7 +414,8 @@ def _resolve_models(fp32_model: Any, candidates: Any, names: Sequence[str] | Non
         out.append((name, resolve_model_path(model)))
     for name, path in out:
         if not Path(path).exists():
-            raise ModelError(f"{path}: no such model file or folder (model {name!r}).")
+            raise missing_file(f"model file or folder of {name!r}", path,
+                               "check the path (a .keras/.h5 file, SavedModel folder, .tflite or .onnx)", ModelError)
     return out
 
 
