@@ -81,3 +81,26 @@ def check_positive_int(name: str, value: Any, error: type[Exception] = Workbench
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise error(f"`{name}` must be a positive integer. Got {value!r} instead.")
     return value
+
+
+def check_plain(name: str, value: Any, error: type[Exception] = WorkbenchError, *, _depth: int = 0) -> Any:
+    """Return ``value`` if it is plain data: str, int, finite float, bool, None, or lists/dicts of them.
+
+    This is what may reach a notebook's parameters cell: papermill writes other types
+    (tuple, set, bytes, objects) into the cell without escaping, so they could carry code.
+    Dict keys must be strings.  NaN and infinities are refused (a NaN limit passes everything).
+    """
+    kind = type(value)
+    if value is None or kind in (bool, int, str):
+        return value
+    if kind is float:
+        return check_finite(name, value, error)
+    if _depth < 32 and kind is list:
+        return [check_plain(f"{name}[{i}]", v, error, _depth=_depth + 1) for i, v in enumerate(value)]
+    if _depth < 32 and kind is dict:
+        for key in value:
+            if type(key) is not str:
+                raise error(f"`{name}` must have string keys. Got key {key!r} instead.")
+        return {k: check_plain(f"{name}[{k!r}]", v, error, _depth=_depth + 1) for k, v in value.items()}
+    raise error(f"`{name}` must be plain data (a string, number, true/false, None, or a list/dict of them). "
+                f"Got {kind.__name__} {value!r:.60} instead. Write a list as [1, 2] and text in quotes.")

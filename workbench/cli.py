@@ -5,7 +5,9 @@ Each pipeline stage owns the sub-commands of its stage in ``<stage>/commands.py`
 only assembles them.  ``workbench --help`` never imports TensorFlow.
 
 Exit codes: 0 success, 1 a quality gate failed (or a batch target failed),
-2 bad input or a workbench error, 130 interrupted.
+2 bad input or a workbench error (including a file the system refused), 3 an
+internal error (a bug: the message says so; ``WORKBENCH_DEBUG=1`` prints the
+traceback), 130 interrupted, 141 stdout closed by its reader (``| head``), quietly.
 """
 
 from __future__ import annotations
@@ -60,15 +62,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()                     # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:                    # `workbench ... --json | head`: the reader left; end quietly
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except WorkbenchError as exc:
-        if getattr(args, "json", False):
-            print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+        try:
+            if getattr(args, "json", False):
+                print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+        except BrokenPipeError:
+            _silence_stdout()
         print(f"workbench {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as exc:                     # a file the system refused (permissions, disk): bad input
+        if exc.filename is None:
+            return _internal_error(args, exc)
+        print(f"workbench {args.command}: error: {exc.filename}: {exc.strerror or exc}. Check the path and its "
+              "permissions, and free space on its disk.", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - a bug: say so, exit 3, traceback with WORKBENCH_DEBUG=1
+        return _internal_error(args, exc)
+
+
+EXIT_INTERNAL = 3
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a program whose reader left
+
+
+def _internal_error(args: argparse.Namespace, exc: BaseException) -> int:
+    import os
+    if os.environ.get("WORKBENCH_DEBUG"):
+        import traceback
+        traceback.print_exception(exc)
+    print(f"workbench {args.command}: internal error: {type(exc).__name__}: {exc}\n"
+          "This is a bug in the workbench, not a problem with your input. Rerun with WORKBENCH_DEBUG=1 to see "
+          "the traceback, and report it.", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not complain."""
+    import os
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover

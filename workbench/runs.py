@@ -116,6 +116,75 @@ class RunManifest(Result):
                 + display.table(("", ""), self.rows()))
 
 
+#: the result type each stage saves: what ``RunFolder.load`` builds (a record never chooses code)
+STAGE_TYPES = {
+    "calibration": "workbench.calibration.curate:CalibrationSet",
+    "quantize": "workbench.quantize.engine:QuantizedModel",
+    "accuracy": "workbench.evaluate.accuracy:AccuracyReport",
+    "placement": "workbench.placement.analyze:PlacementReport",
+    "timing": "workbench.board.timing:TimingResult",
+}
+CACHE_TOKEN = "$NPU_WORKBENCH_CACHE"
+
+
+def _roots() -> list[tuple[str, str]]:
+    from ._io import cache_dir
+    cache = os.path.realpath(cache_dir())
+    return [(cache, CACHE_TOKEN), (os.path.realpath(os.getcwd()), "."), (os.path.realpath(os.path.expanduser("~")), "~")]
+
+
+def portable_paths(obj: Any) -> Any:
+    """``obj`` with local absolute paths made shareable (cache token, relative, ``~``); other strings as they are."""
+    roots = _roots()
+
+    def one(text: str) -> str:
+        if not text.startswith("/"):
+            return text
+        real = os.path.realpath(text)
+        for root, token in roots:
+            for candidate in (text, real):
+                if candidate == root or candidate.startswith(root + os.sep):
+                    rest = candidate[len(root):].lstrip(os.sep)
+                    return (f"{token}/{rest}" if rest else token) if token != "." else (rest or ".")
+        return text
+    return _walk(obj, one)
+
+
+def local_paths(obj: Any) -> Any:
+    """The inverse of :func:`portable_paths` for the cache token and ``~`` (relative paths stay relative)."""
+    from ._io import cache_dir
+    cache = str(cache_dir())
+
+    def one(text: str) -> str:
+        if text == CACHE_TOKEN or text.startswith(CACHE_TOKEN + "/"):
+            return cache + text[len(CACHE_TOKEN):]
+        if text.startswith("~/"):
+            return os.path.expanduser(text)
+        return text
+    return _walk(obj, one)
+
+
+def _walk(obj: Any, fn: Any) -> Any:
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: _walk(v, fn) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_walk(v, fn) for v in obj]
+    return obj
+
+
+def _model_intact(q: Any) -> bool:
+    """The INT8 model a quantize record names is on disk with the sha256 the record holds."""
+    from ._io import sha256_file
+    path = Path(q.path)
+    if not path.is_file() or sha256_file(path) != q.sha256:
+        warnings.warn(f"{path}: missing, or not the model the quantize record names (sha256 differs); "
+                      "quantizing again.", WorkbenchWarning, stacklevel=4)
+        return False
+    return True
+
+
 # -- the folder --------------------------------------------------------------------------------
 class RunFolder:
     """``<run_dir>/<target>/``: save and load each stage's result as JSON.
@@ -148,12 +217,17 @@ class RunFolder:
         return self.path / f"{stage}.json"
 
     def save(self, stage: str, result: Any, *, params: dict[str, Any] | None = None) -> Path:
-        """Write ``result`` (a Result) as ``<stage>.json`` with the parameters it came from."""
+        """Write ``result`` (a Result) as ``<stage>.json`` with the parameters it came from.
+
+        The record is shareable: paths under the workbench cache are written as
+        ``$NPU_WORKBENCH_CACHE/...``, paths under the working (project) folder relative
+        to it, paths under the home folder as ``~/...`` (:func:`portable_paths`).
+        """
         kind = type(result)
         record = {"stage": stage, "type": f"{kind.__module__}:{kind.__qualname__}", "saved_utc": _now(),
                   "model": self.model_name, "dataset": self.dataset_name, "params": params or {},
                   "result": result.to_dict()}
-        return atomic_write_json(self.file(stage), record)
+        return atomic_write_json(self.file(stage), portable_paths(record))
 
     def record(self, stage: str) -> dict[str, Any] | None:
         """The raw JSON record of a stage, or None when the stage has not run."""
@@ -174,9 +248,18 @@ class RunFolder:
         record = self.record(stage)
         if record is None:
             return None
-        module, _, name = record["type"].partition(":")
+        # the stage decides the type (a fixed table); the record's "type" is compared, never imported
+        module, _, name = STAGE_TYPES[stage].partition(":")
+        if record.get("type") != STAGE_TYPES[stage]:
+            raise BatchError(f"{self.file(stage)}: the record says type {record.get('type')!r} but the {stage} stage "
+                             f"saves {STAGE_TYPES[stage]!r}; the file was edited or comes from another tool. "
+                             f"Delete it and run the {stage} stage again.")
         cls = getattr(importlib.import_module(module), name)
-        return cls.from_dict(record["result"])
+        try:
+            return cls.from_dict(local_paths(record["result"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BatchError(f"{self.file(stage)}: not a readable {stage} record ({type(exc).__name__}: {exc}); "
+                             f"delete it and run the {stage} stage again.") from None
 
     # -- inputs -------------------------------------------------------------------------------
     @cached_property
@@ -234,7 +317,7 @@ class RunFolder:
         """The INT8 model saved by stage 20, or the model quantized (and saved) now."""
         name = self.recipe(recipe)
         saved = self._reuse("quantize", lambda q: q.recipe.name == name and q.calibration_hash == calibration.hash
-                            and Path(q.path).is_file())
+                            and _model_intact(q))
         if saved is not None:
             return saved
         from .quantize.engine import quantize

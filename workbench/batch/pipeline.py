@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._io import folder_lock
 from .._results import Result
-from .._validation import check_choice, check_positive_int
+from .._validation import check_choice, check_plain, check_positive_int, check_range
 from ..errors import BatchError
 from ..evaluate.gate import Gate, GateResult, check_quality_gate, load_gate
 from ..runs import new_run_id, summarize_run
@@ -131,6 +132,7 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
     quality_gate = None if gate is None else load_gate(gate)
     boards = _boards(board, targets)
     out_dir = Path(out).resolve()
+    auto_id = run_id is None
     run_id = run_id or new_run_id()
     if not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
         raise BatchError(f"`run_id` must use letters, digits, '.', '_' or '-'. Got {run_id!r} instead.")
@@ -145,35 +147,66 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
         check_choice("parameter", extra, sorted(known), error=BatchError)
     for t in target_parameters or {}:
         check_choice("target", t, targets, error=BatchError)
+    # only plain data reaches a parameters cell (papermill writes tuple/set/bytes unescaped: code)
+    for name, value in (parameters or {}).items():
+        check_plain(f"parameter {name}", value, error=BatchError)
+    for t, extra in (target_parameters or {}).items():
+        for name, value in extra.items():
+            check_plain(f"parameter {t}:{name}", value, error=BatchError)
+    check_positive_int("calibration_size", calibration_size, error=BatchError)
+    check_positive_int("timing_runs", timing_runs, error=BatchError)
+    if isinstance(timing_warmup, bool) or not isinstance(timing_warmup, int) or timing_warmup < 0:
+        raise BatchError(f"`timing_warmup` must be an integer >= 0. Got {timing_warmup!r} instead.")
+    if timeout is not None:
+        check_range("timeout", timeout, 0.0, None, error=BatchError, low_open=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BatchError(f"--out {out}: is {'a file' if out_dir.is_file() else 'not a folder'}; the batch writes "
+                         "a folder of reports. Give a folder (new or existing).")
     out_dir.mkdir(parents=True, exist_ok=True)
-    # 2. the reference model once, before parallel kernels would each train it
-    if model == "reference":
-        from ..models.reference import reference_model
-        reference_model()
-    # 3. targets
-    runner = Runner(out_dir, notebooks, kernel, timeout, progress, scrubber=Scrubber(out_dir))
-    plans = {t: {**common, "target": t, "board": boards.get(t, ""), **dict((target_parameters or {}).get(t, {}))}
-             for t in targets}
-    with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
-        futures = [pool.submit(runner.run_target, t, i, stage_list, plans[t], declared)
-                   for i, t in enumerate(targets)]
-        target_runs = tuple(f.result() for f in futures)
-    runner.close()
-    # 4. summary across targets, gate, index
-    summary = summarize_run(out_dir / run_dir, targets=targets)
-    gate_report = check_quality_gate(summary, quality_gate) if quality_gate is not None else None
-    summary_stage = runner.run_summary(len(targets), {"run_dir": run_dir.as_posix(), "targets": ",".join(targets)},
-                                       declared[SUMMARY_NOTEBOOK])
-    result = BatchResult(
-        out_dir=str(out_dir), run_id=run_id, run_dir=run_dir.as_posix(), targets=target_runs,
-        index="index.html", summary_json="summary.json", summary_csv="summary.csv",
-        summary_report=summary_stage.html if summary_stage else None, gate=gate_report,
-        seconds=round(time.perf_counter() - started, 1),
-        notes=(() if summary_stage is None or summary_stage.status == "ok"
-               else (f"summary notebook failed: {summary_stage.error}",)))
-    write_summary(out_dir, result, summary)
-    write_index(out_dir, result, summary, summary_stage)
-    return result
+    # one batch at a time per output folder (a second one waits); an automatic run id never reuses a folder
+    with folder_lock(out_dir, what="batch"):
+        if auto_id:
+            run_id = _unused_run_id(out_dir, run_id)
+            run_dir = Path("runs") / run_id
+            common["run_dir"] = run_dir.as_posix()
+        # 2. the reference model once, before parallel kernels would each train it
+        if model == "reference":
+            from ..models.reference import reference_model
+            reference_model()
+        # 3. targets
+        runner = Runner(out_dir, notebooks, kernel, timeout, progress, scrubber=Scrubber(out_dir))
+        plans = {t: {**common, "target": t, "board": boards.get(t, ""), **dict((target_parameters or {}).get(t, {}))}
+                 for t in targets}
+        with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
+            futures = [pool.submit(runner.run_target, t, i, stage_list, plans[t], declared)
+                       for i, t in enumerate(targets)]
+            target_runs = tuple(f.result() for f in futures)
+        runner.close()
+        # 4. summary across targets, gate, index
+        summary = summarize_run(out_dir / run_dir, targets=targets)
+        gate_report = check_quality_gate(summary, quality_gate) if quality_gate is not None else None
+        summary_stage = runner.run_summary(len(targets), {"run_dir": run_dir.as_posix(), "targets": ",".join(targets)},
+                                           declared[SUMMARY_NOTEBOOK])
+        result = BatchResult(
+            out_dir=str(out_dir), run_id=run_id, run_dir=run_dir.as_posix(), targets=target_runs,
+            index="index.html", summary_json="summary.json", summary_csv="summary.csv",
+            summary_report=summary_stage.html if summary_stage else None, gate=gate_report,
+            seconds=round(time.perf_counter() - started, 1),
+            notes=(() if summary_stage is None or summary_stage.status == "ok"
+                   else (f"summary notebook failed: {summary_stage.error}",)))
+        write_summary(out_dir, result, summary)
+        write_index(out_dir, result, summary, summary_stage)
+        return result
+
+
+def _unused_run_id(out_dir: Path, run_id: str) -> str:
+    """``run_id``, or ``run_id-2``, ``-3``... when a run folder of that name exists (two batches in one second)."""
+    candidate, k = run_id, 1
+    while (out_dir / "runs" / candidate).exists():
+        k += 1
+        candidate = f"{run_id}-{k}"
+    (out_dir / "runs" / candidate).mkdir(parents=True)
+    return candidate
 
 
 # -- validation helpers ------------------------------------------------------------------------

@@ -100,6 +100,23 @@ def split_exclude(path: Path, exclude: tuple[str, ...]) -> tuple[list[str], list
     return nodes, op_types
 
 
+@contextlib.contextmanager
+def _quiet_ort_logger():
+    """ONNX Runtime's quantization tools log tracebacks of errors they then re-raise (or that
+    quantize_static raises again): keep them off the terminal; the workbench's message says it."""
+    import logging
+    log = logging.getLogger("onnxruntime")
+    null = logging.NullHandler()
+    propagate = log.propagate
+    log.addHandler(null)
+    log.propagate = False
+    try:
+        yield
+    finally:
+        log.removeHandler(null)
+        log.propagate = propagate
+
+
 def quantize_onnx(path: str | os.PathLike, recipe: QuantRecipe, x: np.ndarray) -> bytes:
     """QDQ-quantized .onnx bytes for the ONNX model at ``path``."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
@@ -123,7 +140,7 @@ def quantize_onnx(path: str | os.PathLike, recipe: QuantRecipe, x: np.ndarray) -
             model_types = {n.op_type for n in load_onnx(src).graph.node}
             quantizable = sorted(((set(QDQRegistry) | set(QLinearOpsRegistry)) & model_types) - set(op_types))
         try:
-            with contextlib.redirect_stdout(io.StringIO()):
+            with contextlib.redirect_stdout(io.StringIO()), _quiet_ort_logger():
                 quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
                 quantize_static(
                     str(pre), str(out), _Reader(name, x), quant_format=QuantFormat.QDQ,
