@@ -99,7 +99,7 @@ def layer_errors(model: str | os.PathLike, recipe: Any = "a8w8_pc", calibration:
     errors are measured on; by default the calibration samples.
     """
     from ..models.formats import model_format
-    from .engine import _check_backend, _model_input_shape, _resolve_calibration, quantize
+    from .engine import _backend_source, _check_backend, _model_input_shape, _resolve_calibration, quantize
     from .recipe import get_recipe
     rec = get_recipe(recipe, backend=backend)
     source = Path(model)
@@ -107,12 +107,15 @@ def layer_errors(model: str | os.PathLike, recipe: Any = "a8w8_pc", calibration:
     _check_backend(source, fmt, rec)
     calib = _resolve_calibration(calibration, dataset, calibration_size)
     x = calib.x if data is None else _resolve_calibration(data, None, None).x
+    work, work_fmt, _ = _backend_source(source, fmt, rec, calib)   # .onnx/.tflite: converted first
     if rec.backend == "tflite":
-        rows = _tflite_errors(source, fmt, rec, calib.x, x)
+        rows = _tflite_errors(work, work_fmt, rec, calib.x, x)
     else:
         qm = quantize(source, rec, calibration, dataset=dataset, calibration_size=calibration_size)
-        _, name, _ = _model_input_shape(source, fmt, rec)
-        rows = _onnx_errors(source, Path(qm.path), name, x)
+        shape, name, _ = _model_input_shape(work, work_fmt, rec)
+        if len(shape) == 4 and x.ndim == 4 and tuple(x.shape[1:]) == (shape[2], shape[3], shape[1]):
+            x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))   # NHWC images into an NCHW ONNX input
+        rows = _onnx_errors(work, Path(qm.path), name, x)
     return LayerErrors(model=str(source), recipe=rec.name, backend=rec.backend, n_samples=len(x),
                        rows=tuple(rows))
 
@@ -150,8 +153,11 @@ def _tflite_errors(source: Path, fmt: str, rec: Any, calib_x: np.ndarray, x: np.
 def _onnx_errors(source: Path, quantized: Path, input_name: str, x: np.ndarray) -> list[LayerError]:
     import onnx
     from onnx import numpy_helper
-    from onnxruntime.quantization.qdq_loss_debug import (collect_activations, create_activation_matching,
-                                                        modify_model_output_intermediate_tensors)
+    from onnxruntime.quantization.qdq_loss_debug import (
+        collect_activations,
+        create_activation_matching,
+        modify_model_output_intermediate_tensors,
+    )
 
     class Reader:
         def __init__(self) -> None:

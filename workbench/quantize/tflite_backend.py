@@ -10,9 +10,9 @@ quantizes it with the recipe's settings:
 * excluded ops or nodes through the QuantizationDebugger's selective
   quantization (denylisted ops/nodes).
 
-ONNX input is refused with an error that points to ``backend="onnx"``: the
-ONNX-to-TensorFlow converter (onnx2tf) needs another TensorFlow and protobuf than
-the ones the workbench runs on (see docs/quantize.md).
+ONNX input never reaches this module directly: the engine converts it first
+(:func:`workbench.models.convert.convert_onnx`, onnx2tf in its own pinned tool
+environment) and gives the converted SavedModel here.
 """
 
 from __future__ import annotations
@@ -71,12 +71,10 @@ def load_function(path: str | os.PathLike, fmt: str) -> tuple[Any, tuple[int, ..
     """A frozen batch-1 concrete function for the model, its input shape and input name."""
     tf = _tf()
     path = Path(path)
-    if fmt == "onnx":
+    if fmt in ("onnx", "tflite"):
         raise QuantizationError(
-            f"{path}: the TFLite backend cannot take ONNX input here: the ONNX-to-TensorFlow converter "
-            "(onnx2tf) requires another TensorFlow and protobuf than the workbench's tensorflow-cpu 2.21. "
-            "Quantize the ONNX model with --backend onnx (recipe backend='onnx'), or give the Keras/"
-            "SavedModel source to the TFLite backend.")
+            f"{path}: the TFLite converter reads Keras or SavedModel input; convert the {fmt} model first "
+            "(quantize() does: workbench.models.convert).")
     if fmt == "keras":
         import keras
         try:
@@ -110,11 +108,17 @@ def load_function(path: str | os.PathLike, fmt: str) -> tuple[Any, tuple[int, ..
         (name, in_spec), = specs.items()
         shape = _static_shape(path, name, tuple(in_spec.shape.as_list()))
         spec = tf.TensorSpec(shape, tf.float32, name="input")
-        fn = tf.function(lambda t: sig(**{name: t}))
+        keys = sorted(sig.structured_outputs, key=_natural)   # output_2 before output_10 (onnx2tf's order)
+        fn = tf.function(lambda t: [sig(**{name: t})[k] for k in keys])
         frozen = _frozen_batch1(fn, spec)
         frozen._workbench_keepalive = loaded  # the function refers to the loaded object's resources
         return frozen, shape, name
     raise ModelError(f"{path}: the TFLite backend takes Keras (.keras/.h5) or SavedModel input; got {fmt!r}.")
+
+
+def _natural(key: str) -> tuple[Any, ...]:
+    import re
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", key))
 
 
 def _representative(x: np.ndarray) -> Any:
