@@ -171,7 +171,7 @@ def test_bad_model_and_dataset(reference, digits, tmp_path):
     from workbench.explore import explorer
     with pytest.raises(ModelError, match=r"\.keras or \.h5"):
         explorer(model=reference.tflite, dataset=digits, compute=False)
-    with pytest.raises(ModelError, match="no such model file"):
+    with pytest.raises(ModelError, match="model file .* does not exist"):
         explorer(model=tmp_path / "missing.keras", dataset=digits, compute=False)
     with pytest.raises(DataError, match="has no 'calibration' split"):
         explorer(model=reference, dataset=digits.select(split="test"), compute=False)

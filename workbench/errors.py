@@ -7,6 +7,8 @@ problems are ``warnings.warn(..., WorkbenchWarning)``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class WorkbenchError(Exception):
     """Base class of every error the workbench raises on purpose."""
@@ -70,3 +72,24 @@ class ToolError(WorkbenchError):
 
 class WorkbenchWarning(UserWarning):
     """A soft problem the user should see (small calibration set, per-channel on imx8mp...)."""
+
+
+# -- the one message form for a missing file ---------------------------------------------------
+def missing_file(what: str, path: object, fix: str, error: type[WorkbenchError] = WorkbenchError) -> WorkbenchError:
+    """The error for a missing file or folder, in the one form (what, where, what to do)::
+
+        gate file 'ci/gate.yaml' does not exist. Next: copy gate.yaml from the project root and edit it.
+
+    For ``except FileNotFoundError`` branches: ``raise missing_file(...) from None``.
+    """
+    return error(f"{what} {str(path)!r} does not exist. Next: {fix.rstrip('.')}.")
+
+
+def require_file(path: object, what: str, fix: str, error: type[WorkbenchError] = WorkbenchError, *,
+                 kind: str = "file") -> Path:
+    """``Path(path)`` if it exists (``kind``: ``"file"``, ``"dir"`` or ``"any"``), else :func:`missing_file`."""
+    p = Path(str(path))
+    found = {"file": p.is_file, "dir": p.is_dir, "any": p.exists}[kind]()
+    if not found:
+        raise missing_file(what, path, fix, error)
+    return p

@@ -32,6 +32,7 @@ from ._results import Result
 from ._validation import check_choice, check_positive_int
 from .calibration.audit import CoverageAudit
 from .calibration.curate import STRATEGIES, CalibrationSet
+from .errors import missing_file
 from .errors import (CalibrationError, DataError, ModelError, PlacementError, QuantizationError, TargetError,
                      WorkbenchError, WorkbenchWarning)
 from .evaluate.accuracy import AccuracyReport
@@ -448,7 +449,7 @@ def _keras_path(model: Any) -> str:
         raise ModelError(f"{path}: the explorer quantizes and audits an FP32 Keras model (.keras or .h5); got "
                          f"{path.name!r}. Pass the .keras file (reference_model().keras).")
     if not path.is_file():
-        raise ModelError(f"{path}: no such model file; train it first or pass model='reference'.")
+        raise missing_file("model file", path, "train it first or pass model='reference'", ModelError)
     return str(path)
 
 

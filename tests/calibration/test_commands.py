@@ -68,4 +68,5 @@ def test_audit_json_rows_and_plot(capsys, tmp_path, reference):
 
 def test_audit_refuses_a_missing_calibration_file(capsys, tmp_path, reference):
     code = main(["audit", "--model", reference.keras, "--calibration", str(tmp_path / "none.json")])
-    assert code == 2 and "no such calibration set file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert code == 2 and "calibration set file" in err and "does not exist. Next: create one" in err

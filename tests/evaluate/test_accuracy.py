@@ -155,7 +155,7 @@ def test_names_are_checked(reference, digits, int8_models):
         compare_accuracy(reference.tflite, {"fp32": int8_models["pc"]}, digits)
     with pytest.raises(EvaluationError, match="cannot be combined with a dict"):
         compare_accuracy(reference.tflite, {"a": int8_models["pc"]}, digits, names=["b"])
-    with pytest.raises(ModelError, match="no such model file or folder"):
+    with pytest.raises(ModelError, match="model file or folder of .* does not exist"):
         compare_accuracy(reference.tflite, "/nonexistent/model.tflite", digits)
     with pytest.raises(EvaluationError, match="`n_bootstrap` must be a positive integer"):
         compare_accuracy(reference.tflite, int8_models["pc"], digits, n_bootstrap=0)

@@ -162,7 +162,7 @@ def test_every_schema_key_is_documented_in_the_committed_gate_file():
 
 
 def test_from_yaml_errors(tmp_path):
-    with pytest.raises(EvaluationError, match="no such gate file"):
+    with pytest.raises(EvaluationError, match="gate file '.*missing.yaml' does not exist. Next: copy gate.yaml"):
         Gate.from_yaml(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("accuracy:\n  max_drop_pp: 1\n  threshold: 2\n")

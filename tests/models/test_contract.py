@@ -121,7 +121,7 @@ def test_card_keys_are_checked(tmp_path):
     bad.write_text("- a\n- b\n")
     with pytest.raises(ModelError, match="a model card is a mapping"):
         read_card(bad)
-    with pytest.raises(ModelError, match="no such input spec"):
+    with pytest.raises(ModelError, match="input spec / model card file .* does not exist"):
         read_card(tmp_path / "missing.yaml")
 
 

@@ -169,4 +169,5 @@ def test_cli_errors_name_the_problem(tmp_path, capsys, argv, phrase):
 
 def test_cli_missing_file(tmp_path, capsys):
     assert cli.main(["placement", str(tmp_path / "nope.tflite"), "--target", "imx95"]) == 2
-    assert "nope.tflite: no such model file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "model file '" in err and "nope.tflite' does not exist. Next: give the path" in err

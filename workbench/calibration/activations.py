@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, missing_file
 
 FUSING_OPS = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv1D", "Dense", "Conv2DTranspose")
 FOLDED = ("BatchNormalization",)
@@ -78,7 +78,7 @@ def _model_path(model: Any) -> str | None:
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not os.path.exists(path):
-            raise ModelError(f"{path}: no such model file.")
+            raise missing_file("model file", path, "check the path (a .keras/.h5 file is expected)", ModelError)
         return path
     return None
 
@@ -91,7 +91,7 @@ def load_keras(model: Any) -> Any:
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not os.path.exists(path):
-            raise ModelError(f"{path}: no such model file.")
+            raise missing_file("model file", path, "check the path (a .keras/.h5 file is expected)", ModelError)
         if not path.lower().endswith((".keras", ".h5", ".hdf5")):
             raise ModelError(f"{path}: not a Keras model (.keras or .h5); got {os.path.basename(path)!r}. "
                              "Other formats are read with load_activation_model(path).")

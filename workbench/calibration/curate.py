@@ -32,7 +32,7 @@ import numpy as np
 from .._io import atomic_write_json, read_json, stable_hash
 from .._results import Result
 from .._validation import check_choice, check_positive_int
-from ..errors import CalibrationError, WorkbenchWarning
+from ..errors import CalibrationError, WorkbenchWarning, missing_file
 from ..vocab import STRATEGIES
 
 RECOMMENDED_MIN = 200          # 200-1000 samples is the usual advice for MinMax calibration
@@ -138,8 +138,8 @@ class CalibrationSet(Result):
         try:
             data = read_json(path)
         except FileNotFoundError:
-            raise CalibrationError(f"{path}: no such calibration set file; create one with "
-                                   "`workbench calibrate ... -o FILE`.") from None
+            raise missing_file("calibration set file", path, "create one with `workbench calibrate ... -o FILE`",
+                               CalibrationError) from None
         except ValueError as exc:
             raise CalibrationError(f"{path}: not a calibration set (invalid JSON: {exc}).") from None
         if not isinstance(data, dict) or data.get("format") != "npu-workbench/calibration-set":

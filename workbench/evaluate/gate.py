@@ -48,7 +48,7 @@ from typing import Any
 
 from .._results import Result
 from .._validation import check_choice, check_range
-from ..errors import GateError, WorkbenchWarning
+from ..errors import GateError, WorkbenchWarning, missing_file
 from ..vocab import TARGETS, is_board_source
 
 #: the drop limit ``check_gate(report)`` and ``workbench evaluate --max-drop/--min-agreement`` use by default
@@ -245,8 +245,8 @@ class Gate(Result):
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise GateError(f"{path}: no such gate file; copy gate.yaml from the project root and "
-                            "edit it.") from None
+            raise missing_file("gate file", path, "copy gate.yaml from the project root and edit it",
+                               GateError) from None
         except yaml.YAMLError as exc:
             raise GateError(f"{path}: not valid YAML ({exc}).") from None
         if data is None:

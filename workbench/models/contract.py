@@ -47,7 +47,7 @@ import numpy as np
 
 from .._results import Result
 from .._validation import check_choice
-from ..errors import DataError, ModelError
+from ..errors import DataError, ModelError, missing_file
 
 LAYOUTS = ("NHWC", "NCHW")
 COLORS = ("grayscale", "rgb", "bgr")
@@ -428,7 +428,7 @@ def read_card(path: str | os.PathLike) -> dict[str, Any]:
     import yaml
     path = Path(path)
     if not path.is_file():
-        raise ModelError(f"{path}: no such input spec / model card file.")
+        raise missing_file("input spec / model card file", path, "check the path of the YAML card", ModelError)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import ModelError
+from ..errors import ModelError, missing_file
 
 FORMATS = ("keras", "saved_model", "tflite", "onnx")
 
@@ -14,7 +14,8 @@ def model_format(path: str | os.PathLike) -> str:
     """``"keras"``, ``"saved_model"``, ``"tflite"`` or ``"onnx"`` for a model file or folder."""
     path = Path(path)
     if not path.exists():
-        raise ModelError(f"{path}: no such model file or folder.")
+        raise missing_file("model file or folder", path,
+                           "check the path (a .keras/.h5 file, SavedModel folder, .tflite or .onnx)", ModelError)
     if path.is_dir():
         if (path / "saved_model.pb").is_file():
             return "saved_model"

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
+from ..errors import ModelError, missing_file
 
 TFLITE_IDENTIFIER = b"TFL3"
 
@@ -136,7 +136,7 @@ def read_tflite(path: str | os.PathLike) -> TFLiteGraph:
     """Parse a .tflite file.  Raises :class:`ModelError` naming the file when it is not one."""
     path = Path(path)
     if not path.is_file():
-        raise ModelError(f"{path}: no such model file. Check the path (a .tflite file is expected).")
+        raise missing_file("model file", path, "check the path (a .tflite file is expected)", ModelError)
     data = path.read_bytes()
     return parse_tflite_bytes(data, source=str(path))
 

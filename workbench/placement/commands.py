@@ -56,12 +56,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .._cli import emit
-    from ..errors import ModelError
+    from ..errors import ModelError, missing_file
     from ..targets import get_target
     from .analyze import analyze_placement
     ids = [get_target(t).id for t in _targets(args.target)]   # unknown target -> TargetError
     if not Path(args.model).is_file():
-        raise ModelError(f"{args.model}: no such model file. Give the path of an INT8 .tflite.")
+        raise missing_file("model file", args.model, "give the path of an INT8 .tflite", ModelError)
     reports = [analyze_placement(args.model, t, use_vela=not args.no_vela,
                                  vela_output=args.vela_output) for t in ids]
     text = "\n\n".join(format_report(r, all_ops=args.ops) for r in reports)

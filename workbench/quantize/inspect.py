@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from .._io import sha256_file
 from .._results import Result
-from ..errors import ModelError
+from ..errors import ModelError, missing_file
 
 FLOAT_DTYPES = ("FLOAT32", "FLOAT16", "FLOAT64", "BFLOAT16")
 # weight input index and the output-channel axis of the weight, per TFLite op
@@ -194,7 +194,7 @@ def inspect_model(path: str | os.PathLike) -> ModelInspection:
     """Inspect a quantized ``.tflite`` or ``.onnx`` file."""
     path = Path(path)
     if not path.is_file():
-        raise ModelError(f"{path}: no such model file; inspect_model takes a .tflite or .onnx file.")
+        raise missing_file("model file", path, "inspect_model takes a .tflite or .onnx file", ModelError)
     if path.suffix.lower() == ".onnx":
         return _inspect_onnx(path)
     head = path.read_bytes()[:8]
