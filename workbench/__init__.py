@@ -74,6 +74,14 @@ _EXPORTS = {
     "summarize_run": "workbench.runs",
     "RunSummary": "workbench.runs",
     "explorer": "workbench.explore",
+    # trade-offs: the demo model, sweeps, run diff
+    "tradeoff_model": "workbench.models.tradeoff",
+    "TradeoffModel": "workbench.models.tradeoff",
+    "run_sweep": "workbench.sweep.run",
+    "SweepSpec": "workbench.sweep.plan",
+    "SweepResult": "workbench.sweep.result",
+    "diff_runs": "workbench.diff",
+    "RunDiff": "workbench.diff",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -31,6 +31,8 @@ COMMAND_MODULES = (
     "workbench.placement.commands",
     "workbench.board.commands",
     "workbench.batch.commands",
+    "workbench.sweep.commands",
+    "workbench.diff",
     "workbench.toolenv_commands",
 )
 

@@ -21,7 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="dataset name or path for calibration samples (default: digits-conditions)")
     p.add_argument("--split", default="calibration",
                    help="split of DATASET the calibration samples come from (default: calibration)")
-    p.add_argument("--recipe", default="a8w8_pc", choices=RECIPE_NAMES, help="named recipe (default: a8w8_pc)")
+    p.add_argument("--recipe", default="a8w8_pc", metavar="RECIPE",
+                   help="named recipe: " + ", ".join(RECIPE_NAMES) + ", optionally with float-weight transforms "
+                        "+cle (cross-layer equalisation) and +bc (bias correction), e.g. a8w8_pt+cle "
+                        "(default: a8w8_pc)")
     p.add_argument("--backend", choices=("tflite", "onnx"), help="override the recipe's backend (default tflite)")
     p.add_argument("--calibration", type=int, metavar="N", help="use the first N calibration samples")
     p.add_argument("--calibrator", choices=("minmax", "percentile", "entropy"),

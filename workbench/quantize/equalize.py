@@ -103,7 +103,8 @@ class EqualizeReport(Result):
 # ----------------------------------------------------------------------------- the entry point
 
 def apply_transforms(source: str | os.PathLike, fmt: str, transforms: tuple[str, ...], *, weights: str,
-                     calibration: np.ndarray | None = None, cache: bool = True) -> tuple[Path, str, EqualizeReport]:
+                     calibration: np.ndarray | None = None, cache: bool = True,
+                     _iterations: int | None = None) -> tuple[Path, str, EqualizeReport]:
     """Apply ``transforms`` (``cle``, ``bc``) to the float model at ``source``.
 
     Returns the transformed model's path (cached), its format and the report.
@@ -122,7 +123,7 @@ def apply_transforms(source: str | os.PathLike, fmt: str, transforms: tuple[str,
             f"{source}: +cle/+bc rewrite Keras (.keras/.h5) or ONNX models; got a {fmt} model. Quantize the "
             ".keras file (or the .onnx export) instead of the SavedModel/.tflite.")
     key_parts = {"source": sha256_file(source), "transforms": list(transforms), "code": sha256_file(__file__),
-                 "weights": weights if "bc" in transforms else None}
+                 "weights": weights if "bc" in transforms else None, "iterations": _iterations}
     if "bc" in transforms:
         key_parts["calibration"] = stable_hash([str(calibration.shape), sha256_bytes_array(calibration)])
     key = stable_hash(key_parts)[:20]
@@ -136,7 +137,8 @@ def apply_transforms(source: str | os.PathLike, fmt: str, transforms: tuple[str,
         tmp.mkdir(parents=True)
         out = tmp / f"model{ext}"
         if fmt == "keras":
-            info = _keras_transform(source, out, transforms, weights, calibration)
+            info = _keras_transform(source, out, transforms, weights, calibration,
+                                    CLE_ITERATIONS if _iterations is None else _iterations)
         else:
             info = _onnx_transform(source, out, transforms, weights, calibration)
         report = EqualizeReport(source=str(source), output=str(model_out), transforms=tuple(transforms),
@@ -237,7 +239,7 @@ def _relu_kind(layer_cfg: dict[str, Any]) -> str | None:
 
 
 def _keras_transform(source: Path, out: Path, transforms: tuple[str, ...], weights: str,
-                     calibration: np.ndarray | None) -> dict[str, Any]:
+                     calibration: np.ndarray | None, iterations: int = CLE_ITERATIONS) -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
     with contextlib.redirect_stdout(io.StringIO()):
@@ -361,7 +363,7 @@ def _keras_transform(source: Path, out: Path, transforms: tuple[str, ...], weigh
         return kernel[name].ndim - 1, kernel[name].ndim - 2
 
     before = {a: _ratio(channel_range(kernel[a], axes(a)[0])) for a, *_ in pairs}
-    for _ in range(CLE_ITERATIONS if pairs else 0):
+    for _ in range(iterations if pairs else 0):
         change = 0.0
         for a, b, _, repeat in pairs:
             s = equalize_pair(kernel[a], bias[a], kernel[b], a_axis=axes(a)[0], b_axis=axes(b)[1], b_repeat=repeat)
@@ -663,3 +665,47 @@ def _onnx_bias_correction(model: Any, arrays: dict[str, np.ndarray], weight_of: 
         arrays[n.input[2]] = arrays[n.input[2]] - shift
         done.append(n.name or n.output[0])
     return done
+
+
+# ----------------------------------------------------------------------------- a demonstration model
+
+def make_imbalanced(source: str | os.PathLike, output: str | os.PathLike, *, spread: float = 100.0,
+                    seed: int = 0) -> EqualizeReport:
+    """Write a copy of the Keras model ``source`` whose channel ranges are imbalanced, same FP32 function.
+
+    Batch norms are folded and every equalisable pair A -> B (as ``+cle`` finds them) gets
+    channel ``i`` of A multiplied by ``f_i`` and input channel ``i`` of B divided by it, with
+    ``f_i`` log-uniform in ``[1/sqrt(spread), sqrt(spread)]``: the per-channel spread that
+    batch-norm folding leaves in MobileNet-style networks, made on purpose.  For
+    demonstrations and tests of ``+cle``; the report lists the pairs.
+    """
+    import keras
+    source, output = Path(source), Path(output)
+    folded, _, report = apply_transforms(source, "keras", ("cle",), weights="per_tensor", cache=False,
+                                         _iterations=0)
+    with contextlib.redirect_stdout(io.StringIO()):
+        model = keras.models.load_model(str(folded), compile=False)
+    rng = np.random.default_rng(seed)
+    half = np.log(np.sqrt(spread))
+    for pair in report.pairs:
+        a, b = model.get_layer(pair.first), model.get_layer(pair.second)
+        wa, ba = [np.array(w, np.float64) for w in a.get_weights()]
+        wb, *rest = [np.array(w, np.float64) for w in b.get_weights()]
+        f = np.exp(rng.uniform(-half, half, size=pair.channels))
+        a_axis = 2 if type(a).__name__ == "DepthwiseConv2D" else wa.ndim - 1
+        b_axis = 2 if type(b).__name__ == "DepthwiseConv2D" else wb.ndim - 2
+        shape = [1] * wa.ndim
+        shape[a_axis] = -1
+        wa *= f.reshape(shape)
+        ba *= f
+        repeat = wb.shape[b_axis] // pair.channels
+        shape = [1] * wb.ndim
+        shape[b_axis] = -1
+        wb /= np.tile(f, repeat).reshape(shape)
+        a.set_weights([wa.astype(np.float32), ba.astype(np.float32)])
+        b.set_weights([wb.astype(np.float32), *[r.astype(np.float32) for r in rest]])
+    if output.suffix != ".keras":
+        raise QuantizationError(f"{output}: the imbalanced model is a Keras file; name it *.keras.")
+    with atomic_path(output) as tmp, contextlib.redirect_stdout(io.StringIO()):
+        model.save(str(tmp))
+    return report

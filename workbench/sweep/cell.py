@@ -57,10 +57,10 @@ class CellResult(Result):
     error: str = ""
     scores: tuple[ConditionScore, ...] = ()
     worst_condition: str = ""
-    worst_drop_pp: float = float("nan")
+    worst_drop_pp: float | None = None
     npu_ops: int = 0
     total_ops: int = 0
-    npu_share: float = float("nan")
+    npu_share: float | None = None
     cpu_ops: tuple[str, ...] = ()          # "#6 RESIZE_BILINEAR"
     cpu_islands: int = 0
     placement_label: str = ""

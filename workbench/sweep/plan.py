@@ -79,9 +79,16 @@ class SweepSpec(Result):
         from ..quantize.recipe import get_recipe
         for name in ("targets", "recipes", "strategies", "sizes", "exclusions"):
             value = getattr(self, name)
-            if isinstance(value, (str, int)):
+            if isinstance(value, str):          # "a,b" from a notebook parameter or the CLI
+                value = tuple(v.strip() for v in value.split(",") if v.strip())
+            elif isinstance(value, int):
                 value = (value,)
             value = tuple(value)
+            if name == "sizes":
+                try:
+                    value = tuple(int(v) if isinstance(v, str) else v for v in value)
+                except ValueError:
+                    raise SweepError(f"calibration `sizes` must be positive integers. Got {value!r} instead.") from None
             if not value:
                 raise SweepError(f"`{name}` must name at least one value. Got an empty list instead.")
             object.__setattr__(self, name, value)

@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 from .._io import sha256_file
-from ..errors import WorkbenchError
 from .cell import CellResult, run_cell
 from .plan import SweepError, SweepSpec, plan_cells, resolve_exclusions
 from .result import SweepResult, recommend
@@ -141,7 +140,7 @@ def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, ca
     try:
         if scheduler:
             try:
-                client = Client(scheduler, timeout="20s")
+                client = Client(scheduler, timeout="10s")
             except (OSError, TimeoutError) as exc:
                 raise SweepError(f"cannot reach the Dask scheduler at {scheduler} ({type(exc).__name__}: {exc}). "
                                  "Start one with `dask scheduler` and workers with `dask worker ADDRESS`, or "
@@ -175,4 +174,5 @@ def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, ca
             cluster.close()
 
 
-__all__ = ["sweep", "SweepSpec", "SweepResult", "WorkbenchError"]
+#: the notebook-facing name (``wb.run_sweep``: ``wb.sweep`` is the package)
+run_sweep = sweep
