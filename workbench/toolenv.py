@@ -110,6 +110,15 @@ TOOLS: dict[str, ToolSpec] = {
         report=("ethos-u-vela", "numpy"),
         check=("vela", "--version"),
     ),
+    # BSP lf-6.1.55_2.2.0 ships Vela 3.9.1.dev7 (an NXP build); 3.9.0 is the nearest on the package
+    # index (`pip freeze` after `pip install ethos-u-vela==3.9.0 numpy==1.26.4`, Python 3.11).
+    "vela-3.9.0": ToolSpec(
+        name="vela-3.9.0",
+        summary="Arm Vela 3.9.0, nearest release to the Vela 3.9.1.dev7 NXP BSP lf-6.1.55_2.2.0 ships",
+        requirements=("ethos-u-vela==3.9.0", "flatbuffers==2.0.7", "lxml==6.1.3", "numpy==1.26.4"),
+        report=("ethos-u-vela", "numpy"),
+        check=("vela", "--version"),
+    ),
 }
 
 

@@ -46,16 +46,27 @@ def _convert(model, path, *, int8=True, allow_float=False, shape=(1, 16, 16, 3))
     return path
 
 
+def _head(x):
+    """Global average pool and a 1x1-conv classifier (Vela 3.10.0 keeps a per-channel Dense on the CPU)."""
+    import keras
+    x = keras.layers.GlobalAveragePooling2D(keepdims=True)(x)
+    x = keras.layers.Conv2D(4, 1)(x)
+    return keras.layers.Reshape((4,))(x)
+
+
 def _clean_keras(batch_size=1, size=16):
+    """Ops every target (and Vela 3.10.0, the imx93 BSP's compiler) runs on the NPU.
+
+    16 channels into the pooling (Neutron-S: a multiple of NUM_MACS) and a 1x1 convolution as the
+    classifier: Vela 3.10.0 refuses per-channel FULLY_CONNECTED weights, which the converter writes.
+    """
     import keras
     inp = keras.Input((size, size, 3), batch_size=batch_size)
-    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    x = keras.layers.Conv2D(16, 3, padding="same", activation="relu")(inp)
     x = keras.layers.DepthwiseConv2D(3, padding="same", activation="relu6")(x)
     x = keras.layers.MaxPooling2D()(x)
     x = keras.layers.Conv2D(16, 1, activation="relu")(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    out = keras.layers.Dense(4)(x)
-    return keras.Model(inp, out)
+    return keras.Model(inp, _head(x))
 
 
 @pytest.fixture(scope="session")
@@ -85,8 +96,7 @@ def reject_tflite(models_dir):
     x = keras.layers.Conv2D(8, 1, activation="relu")(x)
     x = keras.layers.Lambda(lambda t: tf.tile(t, [1, 1, 1, 2]))(x)
     x = keras.layers.Conv2D(8, 1, activation="relu")(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    out = keras.layers.Dense(4)(x)
+    out = _head(x)
     return _convert(keras.Model(inp, out), models_dir / "reject_int8.tflite")
 
 
@@ -98,8 +108,7 @@ def float_op_tflite(models_dir):
     x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
     x = keras.layers.Lambda(lambda t: tf.math.floormod(t, 1.5))(x)
     x = keras.layers.Conv2D(8, 1, activation="relu")(x)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    out = keras.layers.Dense(4)(x)
+    out = _head(x)
     return _convert(keras.Model(inp, out), models_dir / "float_op_int8.tflite", allow_float=True)
 
 

@@ -40,18 +40,39 @@ def test_docs_in_sync_with_tables(target_id):
         f"{page} is stale: run `workbench targets --docs`")
 
 
-def test_imx93_op_set_matches_installed_vela(tmp_path):
+def _vela_ops(text: str, heading: str) -> set[str]:
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| ([A-Z0-9_]+) \|", section, flags=re.M))
+
+
+def test_imx93_op_set_matches_the_bsp_vela(tmp_path):
+    """The default imx93 table = Vela 3.10.0's own operator list (the BSP's) + NXP's fork additions."""
+    from workbench import toolenv
+    from workbench.targets.imx93 import NXP_FORK_OPS, VELA_3_10_OPS
+    env = toolenv.ensure("vela-3.10.0")
+    env.run(["vela", "--supported-ops-report"], cwd=tmp_path, check=True)
+    vela_ops = _vela_ops((tmp_path / "SUPPORTED_OPS.md").read_text(), "## TFLite Summary Table")
+    assert vela_ops == set(VELA_3_10_OPS) and len(vela_ops) == 43
+    tgt = get_target("imx93", bsp="lf-6.6.3_1.0.0")
+    assert set(tgt.supported_ops) == vela_ops | set(NXP_FORK_OPS)
+    assert not set(NXP_FORK_OPS) & vela_ops        # the fork's ops are what upstream 3.10 lacks
+
+
+def test_installed_vela_is_newer_and_differs():
+    """The installed Vela (5.2) is not the BSP's: its operator list is larger than 3.10.0's."""
     exe = Path(sys.executable).with_name("vela")
-    subprocess.run([str(exe), "--supported-ops-report"], cwd=tmp_path, check=True, capture_output=True)
-    text = (tmp_path / "SUPPORTED_OPS.md").read_text()
-    section = text.split("## Ethos-U55 and Ethos-U65 TFLite Summary Table", 1)[1].split("\n## ", 1)[0]
-    vela_ops = set(re.findall(r"^\| ([A-Z0-9_]+) \|", section, flags=re.M))
-    assert vela_ops == set(get_target("imx93").supported_ops)
+    from workbench.targets.imx93 import VELA_3_10_OPS
+    with __import__("tempfile").TemporaryDirectory() as tmp:
+        subprocess.run([str(exe), "--supported-ops-report"], cwd=tmp, check=True, capture_output=True)
+        newest = _vela_ops((Path(tmp) / "SUPPORTED_OPS.md").read_text(),
+                           "## Ethos-U55 and Ethos-U65 TFLite Summary Table")
+    assert len(newest) > len(VELA_3_10_OPS) and {"TILE", "BATCH_MATMUL"} <= newest - VELA_3_10_OPS
 
 
 def test_vela_config_names_exist_in_vela_ini():
-    from workbench.targets.imx93 import VELA_CONFIG
     import ethosu
+
+    from workbench.targets.imx93 import VELA_CONFIG
     ini = (Path(list(ethosu.__path__)[0]) / "config_files" / VELA_CONFIG["config"]).read_text()
     assert f"[System_Config.{VELA_CONFIG['system_config']}]" in ini
     assert f"[Memory_Mode.{VELA_CONFIG['memory_mode']}]" in ini

@@ -3,11 +3,17 @@
 ``analyze_placement(model, target)`` reads the model through
 :mod:`workbench.models.tflite_graph` and decides every op's placement:
 
-- ``imx93``: Vela compiles the model (see :mod:`.vela`); its own CPU list is the
-  placement, its warnings are the reasons, its per-layer table gives cycles/MACs.
+- ``imx93``: the Vela the chosen BSP release ships compiles the model (see :mod:`.vela`;
+  lf-6.6.3_1.0.0: Vela 3.10.0 from its tool env); its own CPU list is the placement, its
+  warnings are the reasons, its per-layer table gives cycles/MACs.  The installed (newest)
+  Vela compiles it too, and the ops the two place differently are listed as
+  ``compiler_disagreements``; ops NXP's Vela fork treats differently carry a note.
 - ``imx95``: NXP's ``neutron-converter`` / ``neutron-compiler`` when it is on
   PATH; otherwise the rule table, labelled "predicted".
 - ``imx8mp``: the VX delegate rule table, labelled "predicted".
+
+Every report names the BSP release whose rules produced it (``bsp``, default the newest the
+tables know) and the compiler and version (``compiler``, ``compiler_version``).
 
 The partitioning is read in execution order: NPU segments are maximal runs of
 NPU ops, CPU islands are CPU runs with an NPU segment on both sides (each one is
@@ -16,11 +22,13 @@ a round trip between NPU and CPU memory).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
 import tempfile
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,11 +38,17 @@ from ..errors import PlacementError, TargetError, WorkbenchWarning
 from ..models.tflite_graph import TFLiteGraph, read_tflite
 from ..targets import Finding, Reason, Target, get_target
 from ..targets._constraints import has_integer_activations, label, non_integer_ops
-from .vela import VelaRun, run_vela
+from ..vocab import ALL_NPU_CUSTOM_OPS
+from .vela import VelaRun, run_vela, vela_version
 
 NPU, CPU = "NPU", "CPU"
 NEUTRON_TOOLS = ("neutron-converter", "neutron-compiler")
-LATENCY_LABEL = "Vela estimate (compiler model of the Ethos-U65, not a board measurement)"
+LATENCY_NOTE = "a compiler model of the Ethos-U65, not a board measurement"
+
+
+def vela_latency_label(version: str) -> str:
+    from ..vocab import latency_label
+    return latency_label("vela", version=version)
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,34 @@ class OpPlacement:
     reasons: tuple[Reason, ...] = ()
     cycles: int | None = None           # imx93: Vela's op cycles (all NNG ops of this TFLite op)
     macs: int | None = None
+    notes: tuple[str, ...] = ()         # e.g. where NXP's Vela fork differs from upstream
+
+
+@dataclass(frozen=True)
+class CompilerRun:
+    """One compiler's placement of the model, kept for comparison (``--vela-versions``)."""
+
+    compiler: str                       # "vela"
+    version: str                        # "5.2.0"
+    cpu_ops: tuple[int, ...]
+    npu_ops: int
+    estimated_latency_ms: float | None = None
+    bsp_compiler: bool = False          # True for the compiler the BSP ships (the report's placement)
+
+
+@dataclass(frozen=True)
+class CompilerDisagreement:
+    """An op the BSP's compiler places differently from another compiler version."""
+
+    index: int
+    type: str
+    name: str
+    bsp_compiler: str                   # "vela 3.10.0"
+    bsp_placement: str
+    other_compiler: str                 # "vela 5.2.0"
+    other_placement: str
+    other_is_newest: bool
+    reason: str                         # why the compiler that says CPU says so
 
 
 @dataclass(frozen=True)
@@ -90,6 +132,11 @@ class PlacementReport(Result):
     latency_label: str = ""
     vela_model: str | None = None       # the _vela.tflite the board loads (imx93)
     notes: tuple[str, ...] = ()
+    bsp: str = ""                       # the BSP release whose rules/compiler produced this
+    compiler: str = ""                  # "vela", "rule table", "neutron-converter", "compiled model"
+    compiler_version: str = ""          # "3.10.0", or the delegate/table version the rules mirror
+    compiler_runs: tuple[CompilerRun, ...] = ()
+    compiler_disagreements: tuple[CompilerDisagreement, ...] = ()
 
     @property
     def cpu_op_indices(self) -> tuple[int, ...]:
@@ -99,20 +146,41 @@ class PlacementReport(Result):
     def n_cpu_islands(self) -> int:
         return len(self.cpu_islands)
 
+    @property
+    def produced_by(self) -> str:
+        """``vela 3.10.0, BSP lf-6.6.3_1.0.0``: which compiler and which release's rules."""
+        who = f"{self.compiler} {self.compiler_version}".strip() or self.authority
+        return who + (f", BSP {self.bsp}" if self.bsp else "")
+
+    @property
+    def fork_notes(self) -> tuple[tuple[int, str], ...]:
+        """(op index, note) for every op whose placement NXP's compiler fork changes."""
+        return tuple((o.index, n) for o in self.ops for n in o.notes)
+
+    def disagreements_with_newest(self) -> tuple[CompilerDisagreement, ...]:
+        """Ops the BSP's compiler puts on the CPU where the newest compiler here puts them on the NPU."""
+        return tuple(d for d in self.compiler_disagreements
+                     if d.other_is_newest and d.bsp_placement == CPU and d.other_placement == NPU)
+
     def summary(self) -> str:
         total = len(self.ops)
         text = (f"{Path(self.model).name} on {self.target}: {self.npu_ops}/{total} ops on the NPU "
                 f"({self.npu_share:.0%}), {self.npu_segments} NPU segment(s), "
                 f"{len(self.cpu_islands)} CPU island(s)")
         if self.estimated_latency_ms is not None:
-            text += f", {self.estimated_latency_ms:.3f} ms (Vela estimate)"
-        return text + f" [{self.label}]"
+            text += f", {self.estimated_latency_ms:.4g} ms ({self.latency_label})"
+        if self.compiler_disagreements:
+            others = sorted({d.other_compiler for d in self.compiler_disagreements})
+            text += (f", {len({d.index for d in self.compiler_disagreements})} op(s) placed differently "
+                     f"by {', '.join(others)}")
+        return text + f" [{self.label}: {self.produced_by}]"
 
     def _repr_html_(self) -> str:
         from .. import display
         parts = [display.heading(f"Placement on {self.target_name} ({self.target})"),
                  display.paragraph(self.summary()),
-                 display.paragraph(f"Authority: {self.authority}. Model sha256 {self.model_sha256[:16]}...")]
+                 display.paragraph(f"Authority: {self.authority} ({self.produced_by}). "
+                                   f"Model sha256 {self.model_sha256[:16]}...")]
         if self.estimated_latency_ms is not None:
             parts.append(display.paragraph(f"Estimated latency {self.estimated_latency_ms:.4f} ms: "
                                            f"{self.latency_label}."))
@@ -120,6 +188,12 @@ class PlacementReport(Result):
             parts.append(display.table(("check", "severity", "detail"),
                                        [(f.check, f.severity, f.detail) for f in self.findings],
                                        caption="Model checks"))
+        if self.compiler_disagreements:
+            parts.append(display.table(
+                ("#", "type", "name", "BSP compiler", "placement", "other compiler", "placement", "reason"),
+                [(d.index, d.type, display.short_name(d.name), d.bsp_compiler, d.bsp_placement,
+                  d.other_compiler, d.other_placement, d.reason) for d in self.compiler_disagreements],
+                caption="Ops the compiler versions place differently"))
         if self.cpu_islands:
             parts.append(display.paragraph("CPU islands (NPU -> CPU -> NPU round trips): " + "; ".join(
                 f"ops {s.first}-{s.last}" for s in self.cpu_islands)))
@@ -130,7 +204,7 @@ class PlacementReport(Result):
         rows, styles = [], []
         for o in self.ops:
             row = [o.index, o.type, display.short_name(o.name), o.placement,
-                   "; ".join(f"{r.constraint}: {r.detail}" for r in o.reasons)]
+                   "; ".join([f"{r.constraint}: {r.detail}" for r in o.reasons] + list(o.notes))]
             if with_cycles:
                 row += ["" if o.cycles is None else o.cycles, "" if o.macs is None else o.macs]
             rows.append(row)
@@ -170,16 +244,21 @@ def draw_strip(ax, report: PlacementReport, y: float) -> None:
 
 def analyze_placement(model: str | os.PathLike, target: str | Target, *, use_vela: bool = True,
                       use_converter: bool = True, vela_output: str | os.PathLike | None = None,
-                      use_cache: bool = True) -> PlacementReport:
+                      use_cache: bool = True, bsp: str | None = None,
+                      vela_versions: Sequence[str] | None = None) -> PlacementReport:
     """Place every op of an INT8 ``.tflite`` on ``target`` ('imx8mp', 'imx93', 'imx95').
 
-    ``use_vela=False`` predicts imx93 from its table instead of compiling;
-    ``use_converter=False`` ignores a ``neutron-converter`` on PATH;
-    ``vela_output`` copies Vela's ``_vela.tflite`` there (a folder or a file path).
-    Raises :class:`TargetError` for an unknown target or a float model, and
+    ``bsp`` picks the NXP BSP release whose rules (and, on imx93, whose Vela) decide; the
+    default is the newest release the tables know.  ``vela_versions`` (imx93) lists Vela
+    versions to compile with besides the BSP's; the default compares with the installed
+    (newest) Vela, ``()`` compares with none.  ``use_vela=False`` predicts imx93 from its
+    table instead of compiling; ``use_converter=False`` ignores a ``neutron-converter`` on
+    PATH; ``vela_output`` copies the BSP Vela's ``_vela.tflite`` there (a folder or a file).
+    Raises :class:`TargetError` for an unknown target or BSP release or a float model, and
     :class:`~workbench.errors.ModelError` when ``model`` is not a TFLite file.
     """
-    tgt = get_target(target)
+    tgt = get_target(target, bsp=bsp)
+    release = tgt.release
     path = Path(model)
     from ..models.formats import require_int8_tflite_file
     require_int8_tflite_file(path, stage=f"placement on {tgt.id}")   # .onnx/Keras/SavedModel: say what to do
@@ -188,32 +267,88 @@ def analyze_placement(model: str | os.PathLike, target: str | Target, *, use_vel
     findings = tgt.evaluate_model(graph)
     notes: list[str] = []
     vela_run = None
-    compiled_for = {op.type for op in graph.ops} & {"ethos-u", "NeutronGraph", "NeutronOp", "vsi-npu"}
+    runs: tuple[CompilerRun, ...] = ()
+    disagreements: tuple[CompilerDisagreement, ...] = ()
+    compiled_for = {op.type for op in graph.ops} & ALL_NPU_CUSTOM_OPS
+    table_version = "" if release is None else (release.compiler_version or release.describe())
 
     if compiled_for:
         placements, authority, kind = _precompiled(graph, tgt, compiled_for, path)
+        compiler, version = "compiled model", ""
     elif tgt.authority == "vela" and use_vela:
-        vela_run = run_vela(path, use_cache=use_cache)
+        primary = release.compiler_version if release is not None and release.tool_env else None
+        vela_run = run_vela(path, use_cache=use_cache, version=primary)
         placements = _vela_placements(graph, vela_run, tgt)
         authority, kind = f"vela {vela_run.vela_version}", "vela"
+        compiler, version = "vela", vela_run.vela_version
+        placements = _fork_notes(placements, tgt, vela_run.vela_version)
+        runs, disagreements = _compare_vela(graph, tgt, placements, vela_run, vela_versions, use_cache)
     elif tgt.id == "imx95" and use_converter and neutron_converter() is not None:
         placements = _converter_placements(graph, tgt, path, neutron_converter())
         authority, kind = Path(neutron_converter()).name, "neutron-converter"
+        compiler, version = kind, ""
     else:
         placements = tuple(_rule_placement(graph, tgt, op) for op in graph.ops)
         authority, kind = "rule table (predicted)", "predicted"
+        compiler, version = "rule table", table_version
         if tgt.id == "imx95":
             notes.append("neutron-converter was not found on PATH: placement predicted from the table.")
         if tgt.authority == "vela":
-            notes.append("Vela was not run (use_vela=False): placement predicted from the table.")
+            notes.append(f"Vela was not run (use_vela=False): placement predicted from the table that "
+                         f"mirrors Vela {table_version}.")
 
     vela_model = None
     if vela_run is not None:
         vela_model = vela_run.vela_model
         if vela_output is not None:
             vela_model = str(_copy_vela_model(vela_run.vela_model, Path(vela_output), path))
-    return build_report(graph, tgt, path, placements, authority=authority, label=kind,
-                        findings=findings, vela=vela_run, vela_model=vela_model, notes=tuple(notes))
+    report = build_report(graph, tgt, path, placements, authority=authority, label=kind,
+                          findings=findings, vela=vela_run, vela_model=vela_model, notes=tuple(notes))
+    return dataclasses.replace(report, bsp=tgt.bsp, compiler=compiler, compiler_version=version,
+                               compiler_runs=runs, compiler_disagreements=disagreements)
+
+
+def _fork_notes(placements: tuple[OpPlacement, ...], tgt: Target, version: str) -> tuple[OpPlacement, ...]:
+    """Per op, where NXP's Vela fork of the BSP differs from the upstream Vela that ran."""
+    from ..targets.imx93 import NXP_FORK_OPS
+    if tgt.bsp != "lf-6.6.3_1.0.0" or not version.startswith("3.10"):
+        return placements
+    out = []
+    for p in placements:
+        if p.placement == CPU and p.type in NXP_FORK_OPS:
+            note = (f"NXP fork: {NXP_FORK_OPS[p.type]}; upstream Vela {version} put it on the CPU, "
+                    f"the BSP's compiler ({tgt.bsp}) likely runs it on the NPU")
+            p = dataclasses.replace(p, notes=p.notes + (note,))
+        out.append(p)
+    return tuple(out)
+
+
+def _compare_vela(graph: TFLiteGraph, tgt: Target, placements: tuple[OpPlacement, ...], primary: VelaRun,
+                  versions: Sequence[str] | None, use_cache: bool):
+    """Compile with the other Vela versions and list the ops placed differently from the BSP's."""
+    newest = vela_version()
+    wanted = [newest] if versions is None else [str(v).strip() for v in versions if str(v).strip()]
+    others = [v for v in dict.fromkeys(wanted) if v != primary.vela_version]
+    if not others:
+        return (), ()
+    bsp_name = f"vela {primary.vela_version}"
+    runs = [CompilerRun("vela", primary.vela_version, tuple(p.index for p in placements if p.placement == CPU),
+                        sum(1 for p in placements if p.placement == NPU), primary.estimated_latency_ms, True)]
+    disagreements = []
+    for v in others:
+        run = run_vela(graph.path, use_cache=use_cache, version=v)
+        theirs = _vela_placements(graph, run, tgt)
+        runs.append(CompilerRun("vela", run.vela_version, tuple(p.index for p in theirs if p.placement == CPU),
+                                sum(1 for p in theirs if p.placement == NPU), run.estimated_latency_ms))
+        for mine, other in zip(placements, theirs):
+            if mine.placement == other.placement:
+                continue
+            on_cpu = mine if mine.placement == CPU else other
+            reason = "; ".join(r.detail for r in on_cpu.reasons) or "placed on the CPU"
+            disagreements.append(CompilerDisagreement(
+                mine.index, mine.type, mine.name, bsp_name, mine.placement, f"vela {run.vela_version}",
+                other.placement, run.vela_version == newest, reason))
+    return tuple(runs), tuple(disagreements)
 
 
 def build_report(graph: TFLiteGraph, tgt: Target, path: Path, placements: tuple[OpPlacement, ...], *,
@@ -229,7 +364,8 @@ def build_report(graph: TFLiteGraph, tgt: Target, path: Path, placements: tuple[
         npu_segments=sum(1 for s in segments if s.placement == NPU), segments=segments,
         cpu_islands=cpu_islands(segments), non_integer_ops=non_integer_ops(graph), findings=findings,
         vela=vela, estimated_latency_ms=None if vela is None else vela.estimated_latency_ms,
-        latency_label=LATENCY_LABEL if vela is not None else "", vela_model=vela_model, notes=notes)
+        latency_label=vela_latency_label(vela.vela_version) if vela is not None else "",
+        vela_model=vela_model, notes=notes, bsp=tgt.bsp)
 
 
 def partition(placements: tuple[OpPlacement, ...]) -> tuple[Segment, ...]:

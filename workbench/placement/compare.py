@@ -1,8 +1,9 @@
 """One model across the three targets, and a shape sweep to find placement cliffs.
 
 ``compare_placement(model, targets)`` analyses one INT8 ``.tflite`` on every
-target; ``plot()`` draws the op sequence as a strip per target, coloured by
-placement.  With ``input_sizes=[...]`` the model must be a Keras file: it is
+target; ``differences()`` lists the ops the targets place differently, each with
+every target's placement and reason; ``plot()`` draws the op sequence as a strip
+per target, coloured by placement.  With ``input_sizes=[...]`` the model must be a Keras file: it is
 re-exported at each input size (batch 1), quantized to INT8 with the TFLite
 converter using a small random representative dataset (enough for placement,
 which depends on op types, shapes and dtypes, not on the quantization ranges;
@@ -45,6 +46,25 @@ class SweepPoint:
 
 
 @dataclass(frozen=True)
+class TargetPlacement:
+    """One target's placement of one op, with its reason when on the CPU."""
+
+    target: str
+    placement: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PlacementDifference:
+    """An op that not every target places the same way."""
+
+    index: int
+    type: str
+    name: str
+    placements: tuple[TargetPlacement, ...]
+
+
+@dataclass(frozen=True)
 class PlacementComparison(Result):
     """Placement reports for one model on several targets (plus an optional shape sweep)."""
 
@@ -59,6 +79,47 @@ class PlacementComparison(Result):
             if r.target == target:
                 return r
         raise KeyError(target)
+
+    def differences(self) -> tuple[PlacementDifference, ...]:
+        """The ops whose placement differs between the targets (same model, same op order)."""
+        if len(self.reports) < 2:
+            return ()
+        out = []
+        for ops in zip(*(r.ops for r in self.reports)):
+            if len({o.placement for o in ops}) < 2:
+                continue
+            cells = tuple(TargetPlacement(r.target, o.placement, "; ".join(
+                [f"{x.constraint}: {x.detail}" for x in o.reasons] + list(o.notes)))
+                for r, o in zip(self.reports, ops))
+            out.append(PlacementDifference(ops[0].index, ops[0].type, ops[0].name, cells))
+        return tuple(out)
+
+    def format_differences(self) -> str:
+        """The cross-target diff as text: one block per op placed differently."""
+        diffs = self.differences()
+        head = ", ".join(f"{r.target} ({r.label}: {r.produced_by})" for r in self.reports)
+        if not diffs:
+            return f"All {len(self.reports)} targets place every op the same way [{head}]."
+        lines = [f"{len(diffs)} op(s) placed differently across {head}:",
+                 f"  {'#':>4} {'type':22s}" + "".join(f"{r.target:>8}" for r in self.reports)]
+        for d in diffs:
+            lines.append(f"  {d.index:>4} {d.type:22s}" + "".join(f"{c.placement:>8}" for c in d.placements))
+            for c in d.placements:
+                if c.reason:
+                    lines.append(f"         {c.target}: {c.reason}")
+        return "\n".join(lines)
+
+    def format_sweep(self) -> str:
+        """The input-size sweep as text, one line per size and target."""
+        lines = [self.summary()]
+        for p in self.sweep:
+            lat = "" if p.estimated_latency_ms is None else f", {p.estimated_latency_ms:.4g} ms (Vela estimate)"
+            lines.append(f"  {p.input_size[0]}x{p.input_size[1]:<5} {p.target:7s} {p.npu_ops}/"
+                         f"{p.npu_ops + p.cpu_ops} NPU ({p.npu_share:.0%}), {p.npu_segments} segment(s), "
+                         f"{p.cpu_islands} island(s) [{p.label}]{lat}")
+        if self.sweep_note:
+            lines.append("  note: " + self.sweep_note)
+        return "\n".join(lines)
 
     def summary(self) -> str:
         parts = [f"{r.target} {r.npu_ops}/{len(r.ops)} NPU, {r.npu_segments} seg, "
@@ -79,6 +140,15 @@ class PlacementComparison(Result):
                  display.paragraph(self.summary()),
                  display.table(("target", "label", "ops", "NPU", "CPU", "NPU share", "NPU segments",
                                 "CPU islands", "latency ms"), rows)]
+        diffs = self.differences()
+        if diffs:
+            parts.append(display.table(
+                ["#", "type", "name"] + [f"{r.target}" for r in self.reports],
+                [[d.index, d.type, display.short_name(d.name)]
+                 + [f"{c.placement}" + (f": {c.reason}" if c.reason else "") for c in d.placements]
+                 for d in diffs], caption="Ops the targets place differently (with each target's reason)"))
+        elif len(self.reports) > 1:
+            parts.append(display.paragraph("Every target places every op the same way."))
         if self.reports:
             import matplotlib.pyplot as plt
             fig, ax = plt.subplots(figsize=(max(4.0, 0.12 * max(len(r.ops) for r in self.reports) + 2),
@@ -134,22 +204,26 @@ class PlacementComparison(Result):
 def compare_placement(model: str | os.PathLike, targets: Sequence[str] = TARGET_IDS, *,
                       input_sizes: Sequence[int | tuple[int, int]] | None = None,
                       use_vela: bool = True, representative_samples: int = 8,
-                      workdir: str | os.PathLike | None = None) -> PlacementComparison:
+                      workdir: str | os.PathLike | None = None,
+                      bsp: str | None = None) -> PlacementComparison:
     """Analyse ``model`` on each of ``targets``; with ``input_sizes``, sweep input shapes.
 
     ``model`` is an INT8 ``.tflite``, or (for a sweep) a Keras model file; then the
     reports at the model's own input size come first and the sweep points follow.
-    ``workdir`` keeps the re-exported models (default: the workbench cache).
+    ``workdir`` keeps the re-exported models (default: the workbench cache).  ``bsp`` applies
+    to the targets that know that BSP release; the others use their newest.
     """
     ids = tuple(get_target(t).id for t in targets)
     if not ids:
         raise PlacementError("`targets` is empty; give at least one of " + ", ".join(TARGET_IDS) + ".")
+    if bsp:
+        bsp_for_targets(ids, bsp)
     path = Path(model)
     if not input_sizes:
         if path.suffix.lower() in KERAS_SUFFIXES:
             raise ModelError(f"{path}: a Keras model; placement reads an INT8 .tflite. Quantize it "
                              "first, or pass input_sizes=[...] to sweep shapes from the Keras model.")
-        reports = tuple(analyze_placement(path, t, use_vela=use_vela) for t in ids)
+        reports = tuple(analyze_placement(path, t, use_vela=use_vela, bsp=_bsp(t, bsp)) for t in ids)
         return PlacementComparison(model=str(path), targets=ids, reports=reports)
 
     if path.suffix.lower() not in KERAS_SUFFIXES:
@@ -161,7 +235,7 @@ def compare_placement(model: str | os.PathLike, targets: Sequence[str] = TARGET_
     first_reports: tuple[PlacementReport, ...] = ()
     for size in sizes:
         tflite = export_int8_at_size(path, size, folder, samples=representative_samples)
-        reports = tuple(analyze_placement(tflite, t, use_vela=use_vela) for t in ids)
+        reports = tuple(analyze_placement(tflite, t, use_vela=use_vela, bsp=_bsp(t, bsp)) for t in ids)
         if not first_reports:
             first_reports = reports
         for r in reports:
@@ -171,6 +245,32 @@ def compare_placement(model: str | os.PathLike, targets: Sequence[str] = TARGET_
                                      label=r.label, estimated_latency_ms=r.estimated_latency_ms))
     return PlacementComparison(model=str(path), targets=ids, reports=first_reports, sweep=tuple(points),
                                sweep_note=SWEEP_NOTE.format(n=representative_samples))
+
+
+def bsp_for_targets(targets: Sequence[str], bsp: str) -> dict[str, str]:
+    """``{target: bsp}`` for the targets with rules for release ``bsp`` (the others use their newest).
+
+    Raises :class:`~workbench.errors.TargetError` (naming the known releases) when no target
+    has rules for it.
+    """
+    from ..errors import TargetError
+    ids = [get_target(t).id for t in targets]
+    knowing = [t for t in ids if bsp in {r.id for r in get_target(t).bsp_releases}]
+    out = {t: bsp for t in knowing
+           if next(r for r in get_target(t).bsp_releases if r.id == bsp).has_rules}
+    if not knowing:
+        known = sorted({r.id for t in ids for r in get_target(t).bsp_releases})
+        raise TargetError(f"`bsp` must be one of {', '.join(repr(k) for k in known)} (releases of "
+                          f"{', '.join(ids)}). Got {bsp!r} instead.")
+    if not out:
+        get_target(knowing[0], bsp=bsp)   # raises: known without rules, naming the usable releases
+    return out
+
+
+def _bsp(target: str, bsp: str | None) -> str | None:
+    if not bsp:
+        return None
+    return bsp if any(r.id == bsp and r.has_rules for r in get_target(target).bsp_releases) else None
 
 
 def _size(value: int | tuple[int, int]) -> tuple[int, int]:
@@ -194,8 +294,8 @@ def export_int8_at_size(keras_path: Path, size: tuple[int, int], folder: Path, *
     key = stable_hash({"model": sha256_file(keras_path), "size": size, "samples": samples, "seed": seed})
     if out.is_file() and key_file.is_file() and key_file.read_text() == key:
         return out
-    import numpy as np
     import keras
+    import numpy as np
     import tensorflow as tf
 
     try:

@@ -1,11 +1,15 @@
 """Run Arm Vela for the i.MX 93 and read back what it decided.
 
-``run_vela(model)`` compiles a .tflite with the imx93 configuration
-(:data:`workbench.targets.imx93.VELA_CONFIG`) in a subprocess, caches the whole
-output folder (stdout, per-layer CSV, summary CSV, ``<name>_vela.tflite``) under
-``cache_dir("vela")`` keyed by the model's sha256, the Vela version and the
-configuration, and parses it into a :class:`VelaRun`.  Parsers key on CSV header
-names, not column positions, because Vela's columns change between versions.
+``run_vela(model, version=...)`` compiles a .tflite with the imx93 configuration
+(:data:`workbench.targets.imx93.VELA_CONFIG`) in a subprocess: the Vela installed
+beside the workbench (``version=None`` or its own version), or an older one from its
+pinned tool environment (``toolenv.ensure("vela-3.10.0")``).  The whole output folder
+(stdout, per-layer CSV, summary CSV, ``<name>_vela.tflite``) is cached under
+``cache_dir("vela")`` keyed by the model's sha256, the Vela version, the configuration
+and the .ini file's sha256, and parsed into a :class:`VelaRun`.  Parsers key on CSV
+header names, not column positions, and read both the 3.x and the 5.x stdout forms.
+The latency is the summary CSV's ``inference_time`` (seconds, full precision); the
+stdout line is rounded to 0.01 ms and used only when the CSV is missing.
 """
 
 from __future__ import annotations
@@ -17,14 +21,27 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._io import (atomic_path, atomic_write_text, cache_dir, check_folder_seal, damaged_cache_entry, seal_folder,
-                   sha256_file, stable_hash)
+from .._io import (
+    atomic_path,
+    atomic_write_text,
+    cache_dir,
+    check_folder_seal,
+    damaged_cache_entry,
+    seal_folder,
+    sha256_file,
+    stable_hash,
+)
 from .._results import Result
 from ..errors import PlacementError
 
 STDOUT_FILE = "vela_stdout.txt"
 
 _WARNING = re.compile(r"^Warning \(([^)]*)\) operator: (\S+), ofm: '(.*)'\s*$")
+# Vela 3.x: "Warning: <OP> '<name>' is not supported on the NPU. Placing on CPU instead" then " - reason"
+_WARNING_3X = re.compile(r"^Warning: (\S+) '(.*)' is not supported on the NPU\. Placing on CPU instead\s*$")
+_SEMANTIC_3X = re.compile(r"^Warning: Unsupported TensorFlow Lite semantics for (\S+) '(.*)'\. "
+                          r"Placing on CPU instead\s*$")
+_CPU_ONLY_3X = re.compile(r"^Info: (\S+) '(.*)' is a CPU only op\s*$")
 _OPLIST = re.compile(r"^\s+(CPU|NPU): (\S+) = (.*) \((?:inputs \[.*?\], )?outputs \[[^\]]*\]\)\s*$")
 _COUNT = re.compile(r"^\s*(CPU|NPU) operators = (\d+) \(([\d.]+)%\)")
 _MEM = re.compile(r"^Total (.+?) used\s+([\d.]+) KiB")
@@ -85,6 +102,7 @@ class VelaRun(Result):
 
 
 def vela_version() -> str:
+    """The version of the Vela installed beside the workbench (the newest this machine has)."""
     from importlib.metadata import PackageNotFoundError, version
     try:
         return version("ethos-u-vela")
@@ -93,29 +111,80 @@ def vela_version() -> str:
                              "`pip install ethos-u-vela` to place ops for imx93.") from exc
 
 
-def vela_command(model: str | Path, output_dir: str | Path, config: dict[str, str]) -> list[str]:
-    """The Vela command line for ``model`` (the ``vela`` entry point next to this Python)."""
-    exe = Path(sys.executable).with_name("vela")
-    head = [str(exe)] if exe.exists() else [sys.executable, "-m", "ethosu.vela"]
+def vela_ini(config: str = "Arm/vela.ini") -> Path:
+    """The .ini file ``config`` names: inside the installed Vela's ``config_files``, or a path.
+
+    Every Vela version gets this same file (by absolute path), so the system configuration
+    and memory mode are the same numbers whichever compiler runs; Vela 3.10.0's own
+    ``Arm/vela.ini`` has no ``Dedicated_Sram_384KB``.
+    """
+    path = Path(config)
+    if path.is_file():
+        return path.resolve()
+    try:
+        import ethosu
+    except ImportError as exc:
+        raise PlacementError(f"the Vela configuration {config!r} is looked up in the installed Vela "
+                             "(package ethos-u-vela), which is missing; install it.") from exc
+    found = Path(list(ethosu.__path__)[0]) / "config_files" / config
+    if not found.is_file():
+        raise PlacementError(f"Vela configuration file {config!r} not found (looked in {found.parent}); "
+                             "give an existing .ini path.")
+    return found
+
+
+def tool_env_name(version: str) -> str:
+    """The :mod:`workbench.toolenv` name of Vela ``version`` (``vela-3.10.0``)."""
+    return f"vela-{version}"
+
+
+def vela_command(model: str | Path, output_dir: str | Path, config: dict[str, str], *,
+                 executable: str | None = None, show_cpu_operations: bool = True) -> list[str]:
+    """The Vela command line for ``model`` (default: the ``vela`` entry point next to this Python).
+
+    ``show_cpu_operations=False`` for Vela 3.x: its ``--show-cpu-operations`` crashes on an op
+    with an omitted optional input (``format_tens_list`` reads ``None.shape``); the CPU list
+    is then read from the compiled ``_vela.tflite`` (every op that is not ``ethos-u``).
+    """
+    if executable is None:
+        exe = Path(sys.executable).with_name("vela")
+        head = [str(exe)] if exe.exists() else [sys.executable, "-m", "ethosu.vela"]
+    else:
+        head = [executable]
     return head + [
         str(model),
         "--accelerator-config", config["accelerator_config"],
         "--config", config["config"],
         "--system-config", config["system_config"],
         "--memory-mode", config["memory_mode"],
-        "--show-cpu-operations", "--verbose-performance",
+        *(["--show-cpu-operations"] if show_cpu_operations else []), "--verbose-performance",
         "--output-dir", str(output_dir),
     ]
 
 
 def run_vela(model: str | Path, *, config: dict[str, str] | None = None, use_cache: bool = True,
-             timeout: float = 600.0) -> VelaRun:
-    """Compile ``model`` with Vela (or reuse the cached compilation) and parse the result."""
+             timeout: float = 600.0, version: str | None = None) -> VelaRun:
+    """Compile ``model`` with Vela (or reuse the cached compilation) and parse the result.
+
+    ``version`` picks the compiler: None (or the installed version) runs the Vela installed
+    beside the workbench; another version runs from its pinned tool environment, created on
+    first need (:func:`workbench.toolenv.ensure`; raises :class:`PlacementError` naming
+    ``workbench tools install`` when it cannot be created).
+    """
     from ..targets.imx93 import VELA_CONFIG
     config = dict(config or VELA_CONFIG)
+    ini = vela_ini(config["config"])
+    config["config"] = str(ini)
     model = Path(model)
-    version = vela_version()
-    key = stable_hash({"model": sha256_file(model), "vela": version, "config": config})[:24]
+    installed = vela_version()
+    env = None
+    if version is None or version == installed:
+        version = installed
+    else:
+        env = _tool_env(version)
+        version = env.versions.get("ethos-u-vela", version)
+    key = stable_hash({"model": sha256_file(model), "vela": version, "config": config,
+                       "ini": sha256_file(ini)})[:24]
     folder = cache_dir("vela") / key
     cached = use_cache and folder.is_dir()
     if cached and (damage := check_folder_seal(folder)) is not None:  # content checked, not presence
@@ -124,9 +193,14 @@ def run_vela(model: str | Path, *, config: dict[str, str] | None = None, use_cac
     if not cached:
         with atomic_path(folder, replace_folder=True) as tmp:
             tmp.mkdir()
-            cmd = vela_command(model, tmp, config)
+            cmd = vela_command(model, tmp, config, executable=None if env is None else "vela",
+                               show_cpu_operations=not version.startswith("3."))
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+                if env is None:
+                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+                else:
+                    proc = env.run(cmd, timeout=timeout)
+                    cmd = [str(env.bin_dir / "vela")] + cmd[1:]
             except subprocess.TimeoutExpired as exc:
                 raise PlacementError(f"{model}: Vela did not finish within {timeout:.0f} s "
                                      f"({' '.join(cmd)}).") from exc
@@ -142,6 +216,23 @@ def run_vela(model: str | Path, *, config: dict[str, str] | None = None, use_cac
     return parse_vela_output(folder, version=version, cached=cached)
 
 
+def _tool_env(version: str):
+    from .. import toolenv
+    from ..errors import WorkbenchError
+    name = tool_env_name(version)
+    if name not in toolenv.TOOLS:
+        known = sorted(n.removeprefix("vela-") for n in toolenv.TOOLS if n.startswith("vela-"))
+        raise PlacementError(f"Vela {version} has no tool environment; known: "
+                             f"{', '.join(known + [vela_version() + ' (installed)'])}.")
+    try:
+        return toolenv.ensure(name)
+    except WorkbenchError as exc:
+        raise PlacementError(f"Vela {version} is needed but its tool environment could not be created "
+                             f"({exc}). Run `workbench tools install {name}` with the package index "
+                             "reachable, or place with the installed Vela (`--vela-versions "
+                             f"{vela_version()}`).") from exc
+
+
 def parse_vela_output(folder: str | Path, *, version: str = "", cached: bool = False) -> VelaRun:
     """Parse a Vela output folder (stdout text, per-layer CSV, summary CSV, _vela.tflite)."""
     folder = Path(folder)
@@ -151,6 +242,11 @@ def parse_vela_output(folder: str | Path, *, version: str = "", cached: bool = F
     if not models:
         raise PlacementError(f"{folder}: Vela wrote no *_vela.tflite; see {folder / STDOUT_FILE}.")
     parsed = parse_vela_stdout(stdout)
+    if "--show-cpu-operations" not in command and not parsed["cpu_ops"] and not parsed["npu_ops"]:
+        from ..models.tflite_graph import read_tflite
+        compiled = read_tflite(models[0])
+        parsed["cpu_ops"] = tuple((op.type, op.name) for op in compiled.ops if op.type != "ethos-u")
+        parsed["npu_ops"] = tuple((op.type, op.name) for op in compiled.ops if op.type == "ethos-u")
     layers: tuple[VelaLayer, ...] = ()
     per_layer = sorted(folder.glob("*_per-layer.csv"))
     if per_layer:
@@ -167,8 +263,8 @@ def parse_vela_output(folder: str | Path, *, version: str = "", cached: bool = F
         except (KeyError, ValueError, TypeError):
             return None
 
-    latency = parsed["latency_ms"]
-    if latency is None and num("inference_time") is not None:
+    latency = parsed["latency_ms"]          # stdout: rounded to 0.01 ms
+    if num("inference_time") is not None:    # the summary CSV: seconds, full precision
         latency = num("inference_time") * 1000.0
     sram = parsed["memory"].get("SRAM", num("sram_memory_used"))
     dram = parsed["memory"].get("DRAM", num("dram_memory_used"))
@@ -195,6 +291,25 @@ def parse_vela_stdout(text: str) -> dict:
     i = 0
     while i < len(lines):
         line = lines[i]
+        m3 = _WARNING_3X.match(line) or _SEMANTIC_3X.match(line)
+        if m3:
+            reason_lines = []
+            j = i + 1
+            while j < len(lines) and (lines[j].startswith(" ") or lines[j].startswith("\t")) \
+                    and lines[j].strip():
+                reason_lines.append(lines[j].strip().removeprefix("- "))
+                j += 1
+            kind = "semantic" if line.startswith("Warning: Unsupported TensorFlow Lite semantics") \
+                else "supported operators"
+            warnings.append(VelaWarning(op_type=m3.group(1), name=m3.group(2), kind=kind,
+                                        reason=" ".join(reason_lines) or line.strip()))
+            i = j
+            continue
+        if (m3 := _CPU_ONLY_3X.match(line)):
+            warnings.append(VelaWarning(op_type=m3.group(1), name=m3.group(2), kind="cpu only",
+                                        reason=f"{m3.group(1)} is a CPU only op"))
+            i += 1
+            continue
         m = _WARNING.match(line)
         if m:
             reason_lines = []
@@ -235,7 +350,7 @@ def parse_per_layer_csv(text: str) -> tuple[VelaLayer, ...]:
     for row in csv.DictReader(text.splitlines()):
         def integer(*names: str) -> int:
             try:
-                return int(float(_header_value(row, *names, default="0") or 0))
+                return int(float(_header_value(row, *names, default="0") or 0))  # noqa: B023 (this row)
             except ValueError:
                 return 0
         out.append(VelaLayer(

@@ -11,20 +11,26 @@ from __future__ import annotations
 
 from ..errors import TargetError
 from ..vocab import TARGETS as TARGET_IDS
-from ._constraints import Constraint, Finding, ModelCheck, Reason, Target
+from ._constraints import BspRelease, Constraint, Finding, ModelCheck, Reason, Target
 
-__all__ = ["Constraint", "Finding", "ModelCheck", "Reason", "Target", "TARGET_IDS",
+__all__ = ["BspRelease", "Constraint", "Finding", "ModelCheck", "Reason", "Target", "TARGET_IDS",
            "get_target", "list_targets"]
 
 
-def get_target(target: str | Target) -> Target:
-    """The table of one target.  Raises :class:`TargetError` listing the known ids."""
+def get_target(target: str | Target, *, bsp: str | None = None) -> Target:
+    """The table of one target, with the rules of BSP release ``bsp`` when given.
+
+    Without ``bsp`` a target id gives the table of the newest release the tables know
+    (``Target.default_bsp``) and a :class:`Target` is returned as it is.  Raises
+    :class:`TargetError` listing the known ids (or the known releases).
+    """
     if isinstance(target, Target):
-        return target
+        return target if bsp is None else target.for_bsp(bsp)
     from .._validation import check_choice
     check_choice("target", target, TARGET_IDS, error=TargetError)
     import importlib
-    return importlib.import_module(f"{__name__}.{target}").TARGET
+    table = importlib.import_module(f"{__name__}.{target}").TARGET
+    return table if bsp is None else table.for_bsp(bsp)
 
 
 def list_targets() -> tuple[Target, ...]:

@@ -160,6 +160,36 @@ def check_full_integer(graph: TFLiteGraph) -> tuple[str, ...]:
     return (f"{len(ops)} op(s) with float feature maps: {listed}",)
 
 
+# --------------------------------------------------------------------------- BSP releases
+
+@dataclass(frozen=True)
+class BspRelease:
+    """One NXP BSP release a target knows: the toolchain it ships and the rules that apply to it.
+
+    ``toolchain`` pairs a component with its version (``("vela", "3.10.0")``,
+    ``("delegate", "tflite-ethosu-delegate-imx lf-6.6.3_1.0.0 (6fb32a1)")``).  ``compiler`` /
+    ``compiler_version`` name the tool that decides placement for this release (Vela on the i.MX 93;
+    the delegate's own op map elsewhere).  ``tool_env`` is the :mod:`workbench.toolenv` name that
+    runs that compiler here ("" when none can run off the board).  ``supported_ops`` and
+    ``constraints`` replace the target's tables for this release when they differ; ``has_rules``
+    is False for a release whose version the facts state but whose operator rules they do not.
+    """
+
+    id: str
+    toolchain: tuple[tuple[str, str], ...]
+    source: str
+    compiler: str = ""
+    compiler_version: str = ""
+    tool_env: str = ""
+    supported_ops: frozenset[str] | None = None
+    constraints: tuple[Constraint, ...] | None = None
+    has_rules: bool = True
+    notes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return ", ".join(f"{k} {v}" for k, v in self.toolchain)
+
+
 # --------------------------------------------------------------------------- target
 
 @dataclass(frozen=True)
@@ -181,6 +211,47 @@ class Target:
     npu_custom_ops: frozenset[str] = frozenset()   # custom codes already compiled for this NPU
     recipe: str = "a8w8_pc"              # the quantization recipe to run for this target
     notes: tuple[str, ...] = ()
+    bsp_releases: tuple[BspRelease, ...] = ()   # oldest first
+    bsp: str = ""                        # the release whose rules this table holds
+
+    @property
+    def default_bsp(self) -> str:
+        """The newest release the tables have rules for."""
+        with_rules = [r.id for r in self.bsp_releases if r.has_rules]
+        return with_rules[-1] if with_rules else ""
+
+    @property
+    def release(self) -> BspRelease | None:
+        """The :class:`BspRelease` this table describes (None for a target without releases)."""
+        for r in self.bsp_releases:
+            if r.id == (self.bsp or self.default_bsp):
+                return r
+        return None
+
+    def for_bsp(self, bsp: str | None = None) -> Target:
+        """This target with the rules of BSP release ``bsp`` (default: the newest with rules).
+
+        Raises :class:`~workbench.errors.TargetError` naming the known releases for an
+        unknown one, and for a release the facts give a version but no operator rules for.
+        """
+        from .._validation import check_choice
+        from ..errors import TargetError
+        if bsp is None or bsp == "":
+            bsp = self.default_bsp
+        if bsp == self.bsp:
+            return self
+        check_choice("bsp", bsp, [r.id for r in self.bsp_releases], error=TargetError)
+        rel = next(r for r in self.bsp_releases if r.id == bsp)
+        if not rel.has_rules:
+            usable = ", ".join(r.id for r in self.bsp_releases if r.has_rules)
+            raise TargetError(
+                f"{self.id}: BSP {bsp} ships {rel.describe()}, but the tables have no operator rules "
+                f"for it ({rel.source}). Use one of: {usable}.")
+        import dataclasses
+        return dataclasses.replace(
+            self, bsp=bsp,
+            supported_ops=rel.supported_ops if rel.supported_ops is not None else self.supported_ops,
+            constraints=rel.constraints if rel.constraints is not None else self.constraints)
 
     def evaluate_op(self, graph: TFLiteGraph, op: OpInfo) -> tuple[Reason, ...]:
         """Every violated constraint of ``op`` (empty when the op can run on the NPU)."""
@@ -214,6 +285,11 @@ class Target:
             "model_checks": [{"id": m.id, "reason": m.reason, "severity": m.severity,
                               "source": m.source} for m in self.model_checks],
             "notes": list(self.notes),
+            "bsp": self.bsp or self.default_bsp,
+            "bsp_releases": [{"id": r.id, "toolchain": [list(kv) for kv in r.toolchain],
+                              "compiler": r.compiler, "compiler_version": r.compiler_version,
+                              "tool_env": r.tool_env, "has_rules": r.has_rules, "source": r.source,
+                              "notes": list(r.notes)} for r in self.bsp_releases],
         }
 
     def to_markdown(self) -> str:
@@ -241,6 +317,23 @@ class Target:
         if self.notes:
             lines += ["## Notes", ""] + [f"- {n}" for n in self.notes] + [""]
         lines += ["## Sources", ""] + [f"- {s}" for s in self.sources] + [""]
+        if self.bsp_releases:
+            lines += ["## BSP releases", "",
+                      f"`--bsp` picks one; the default is the newest with rules (`{self.default_bsp}`). "
+                      f"The tables below are those of `{self.bsp or self.default_bsp}`.", "",
+                      "| release | toolchain | placement by | rules | source |",
+                      "| --- | --- | --- | --- | --- |"]
+            for r in reversed(self.bsp_releases):
+                by = f"{r.compiler} {r.compiler_version}".strip() or "rule table"
+                if r.tool_env:
+                    by += f" (tool env `{r.tool_env}`)"
+                rules = "yes" if r.has_rules else "no (version only)"
+                if r.supported_ops is not None or r.constraints is not None:
+                    rules += "; own op set/constraints" if r.has_rules else ""
+                lines.append(f"| `{r.id}` | {cell(r.describe())} | {cell(by)} | {rules} | {cell(r.source)} |")
+            for r in reversed(self.bsp_releases):
+                lines += [f"- `{r.id}`: {cell(n)}" for n in r.notes]
+            lines.append("")
         lines += [f"## Operators on the NPU ({len(self.supported_ops)})", "",
                   ", ".join(sorted(self.supported_ops)), ""]
         if self.npu_custom_ops:

@@ -12,8 +12,17 @@ from __future__ import annotations
 from ..models.tflite_graph import OpInfo, TFLiteGraph
 from ..vocab import NPU_CUSTOM_OPS
 from ._constraints import (
-    Constraint, ModelCheck, Target, activations, check_dynamic_shapes, check_full_integer, first,
-    label, ops_set, tensor_at,
+    BspRelease,
+    Constraint,
+    ModelCheck,
+    Target,
+    activations,
+    check_dynamic_shapes,
+    check_full_integer,
+    first,
+    label,
+    ops_set,
+    tensor_at,
 )
 
 SRC_OPMAP = ("nxp-imx/tflite-vx-delegate-imx lf-6.6.3_1.0.0 (44aab8a) op_map.cc; "
@@ -56,6 +65,18 @@ DYNAMIC_SHAPE_OPS = ops_set("TRANSPOSE", "ARG_MAX", "ARG_MIN")
 NEEDS_QUANT_OPS = ops_set("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SPLIT", "SPLIT_V",
                           "SPACE_TO_DEPTH", "DEPTH_TO_SPACE")
 HYBRID_OPS = ops_set("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "CONV_3D")
+SQDIFF_TYPES = (("FLOAT32", "FLOAT32"), ("INT8", "INT8"), ("UINT8", "UINT8"))
+MIRROR_PAD_MODES = (0, 1)                   # schema MirrorPadMode REFLECT, SYMMETRIC
+CAST_REJECTED = ("COMPLEX64", "UINT32", "UINT16")
+LSTM_OUTPUT_STATE, LSTM_CELL_STATE = 18, 19  # UNIDIRECTIONAL_SEQUENCE_LSTM variable inputs
+#: Inputs that are projection (16, 33) or auxiliary (aux input + weights) tensors, per op.
+RNN_EXTRA_WEIGHTS = {
+    "BIDIRECTIONAL_SEQUENCE_LSTM": (16, 33) + tuple(range(39, 48)),
+    "BIDIRECTIONAL_SEQUENCE_RNN": (9, 10, 11),
+}
+RNN_OPS = ops_set("UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_LSTM")
+SRC_14 = "npu-facts.md §1.4"
+SRC_13 = "npu-facts.md §1.3"
 
 
 def _op_map(graph: TFLiteGraph, op: OpInfo) -> str | None:
@@ -221,8 +242,9 @@ def _batch_matmul(graph: TFLiteGraph, op: OpInfo) -> str | None:
     out = []
     if outs and outs[0].dtype == "INT32":
         out.append(f"{label(op)} output is INT32")
-    if len(ins) >= 2 and {ins[0].dtype, ins[1].dtype} == {"FLOAT32", "INT8"}:
-        out.append(f"{label(op)} mixes {ins[0].dtype} and {ins[1].dtype} inputs")
+    # NXP's fork rejects only input 0 INT8 with input 1 FLOAT32 (the reverse order is accepted).
+    if len(ins) >= 2 and ins[0].dtype == "INT8" and ins[1].dtype == "FLOAT32":
+        out.append(f"{label(op)} input 0 is INT8 and input 1 FLOAT32")
     if op.options.get("adjX") and op.options.get("adjY"):
         out.append(f"{label(op)} has adj_x and adj_y both true")
     return first(out)
@@ -234,9 +256,111 @@ def _squared_difference(graph: TFLiteGraph, op: OpInfo) -> str | None:
         return None
     if ins[0].dtype != ins[1].dtype:
         return f"{label(op)} inputs are {ins[0].dtype} and {ins[1].dtype}"
+    pair = (ins[0].dtype, outs[0].dtype)
+    if pair not in SQDIFF_TYPES:
+        return f"{label(op)} maps {pair[0]} to {pair[1]} (only FLOAT32->FLOAT32, INT8->INT8, UINT8->UINT8)"
     if ins[0].dtype in ("INT8", "UINT8") and (ins[0].per_channel or outs[0].per_channel):
-        return f"{label(op)} has per-channel quantized input or output"
+        return f"{label(op)} has per-channel quantized input 0 or output"
     return None
+
+
+def _conv3d_dilation(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    d = [op.options.get(k, 1) for k in ("dilationDFactor", "dilationHFactor", "dilationWFactor")]
+    return None if all(x <= 1 for x in d) else f"{label(op)} has dilation {'x'.join(map(str, d))} (DxHxW)"
+
+
+def _slice_batch(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    x, outs = tensor_at(graph, op, 0), graph.op_outputs(op)
+    if x is None or not outs or len(x.shape) <= 3 or not outs[0].shape:
+        return None
+    if outs[0].shape[0] != x.shape[0]:
+        return (f"{label(op)} slices the batch of a rank-{len(x.shape)} input ({x.shape[0]} -> "
+                f"{outs[0].shape[0]})")
+    return None
+
+
+def _mirror_pad_mode(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    mode = op.options.get("mode")
+    return None if mode in MIRROR_PAD_MODES else f"{label(op)} has undefined mirror-pad mode {mode!r}"
+
+
+def _split_dynamic(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    # SPLIT: input 0 is the axis; SPLIT_V: input 1 the sizes, input 2 the axis.  Either not constant,
+    # or an output without a static shape, makes TFLite allocate the outputs dynamically.
+    positions = (0,) if op.type == "SPLIT" else (1, 2)
+    out = [f"{label(op)} input {p} '{t.name}' is not constant"
+           for p in positions if (t := tensor_at(graph, op, p)) is not None and not t.is_constant]
+    out += [f"{label(op)} output '{t.name}' is dynamic {list(t.shape_signature)}"
+            for t in graph.op_outputs(op) if t.is_dynamic or len(t.shape) == 0]
+    return first(out)
+
+
+def _block_shape(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    b = tensor_at(graph, op, 1)
+    if b is None or not b.shape:
+        return None
+    return None if b.shape[0] == 2 else f"{label(op)} block shape has length {b.shape[0]}, not 2"
+
+
+def _select_rank(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    c, x = tensor_at(graph, op, 0), tensor_at(graph, op, 1)
+    if c is None or x is None or len(c.shape) == len(x.shape):
+        return None
+    return f"{label(op)} condition has rank {len(c.shape)}, input rank {len(x.shape)}"
+
+
+def _pow_int32(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    ins = graph.op_inputs(op)
+    if len(ins) >= 2 and ins[0].dtype == "INT32" and ins[1].dtype == "INT32":
+        return f"{label(op)} has two INT32 inputs"
+    return None
+
+
+def _relu_n1_int32(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    if op.options.get("fused_activation") != "RELU_N1_TO_1":
+        return None
+    return first(f"{label(op)} fuses RELU_N1_TO_1 with INT32 tensor '{t.name}'"
+                 for t in graph.op_inputs(op) + graph.op_outputs(op) if t.dtype == "INT32")
+
+
+def _embedding_types(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    w, outs = tensor_at(graph, op, 1), graph.op_outputs(op)
+    if w is not None and outs and w.dtype == "UINT8" and outs[0].dtype == "INT8":
+        return f"{label(op)} reads UINT8 weights '{w.name}' into an INT8 output"
+    return None
+
+
+def _one_hot_bool(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    return first(f"{label(op)} output '{t.name}' is BOOL" for t in graph.op_outputs(op) if t.dtype == "BOOL")
+
+
+def _cast_types(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    return first(f"{label(op)} {'input' if i < len(op.inputs) else 'output'} '{t.name}' is {t.dtype}"
+                 for i, t in enumerate(graph.op_inputs(op) + graph.op_outputs(op))
+                 if t.dtype in CAST_REJECTED)
+
+
+def _lstm_states(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    out = []
+    outs = graph.op_outputs(op)
+    state, cell = tensor_at(graph, op, LSTM_OUTPUT_STATE), tensor_at(graph, op, LSTM_CELL_STATE)
+    if state is not None and outs and state.dtype != outs[0].dtype:
+        out.append(f"{label(op)} output state '{state.name}' is {state.dtype}, output {outs[0].dtype}")
+    if cell is not None and cell.dtype not in ("INT16", "FLOAT16"):
+        out.append(f"{label(op)} cell state '{cell.name}' is {cell.dtype}, not INT16/FLOAT16")
+    return first(out)
+
+
+def _rnn_weights(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    out = [f"{label(op)} weights '{t.name}' are quantized {t.dtype}"
+           for i, t in ((i, tensor_at(graph, op, i)) for i in range(1, len(op.inputs)))
+           if t is not None and t.is_constant and t.dtype in ("INT8", "UINT8")]
+    for pos in RNN_EXTRA_WEIGHTS.get(op.type, ()):
+        t = tensor_at(graph, op, pos)
+        if t is not None:
+            out.append(f"{label(op)} has {'projection' if pos in (16, 33) else 'auxiliary'} input {pos} "
+                       f"'{t.name}'")
+    return first(out)
 
 
 def _pack(graph: TFLiteGraph, op: OpInfo) -> str | None:
@@ -274,65 +398,94 @@ def _per_channel_weights(graph: TFLiteGraph) -> tuple[str, ...]:
 C = Constraint
 CONSTRAINTS = (
     C("vx.op_map", "The builtin must be registered in the VX delegate op map (95 builtins); "
-      "otherwise it falls back to TFLite on the CPU.", _op_map, None, SRC_OPMAP),
+      "otherwise it falls back to TFLite on the CPU.", _op_map, None, "npu-facts.md §1.2 (" + SRC_OPMAP + ")"),
     C("vx.generic.int64_input", "No input tensor may be INT64 (except BROADCAST_TO).",
-      _input_dtype("INT64", ops_set("BROADCAST_TO")), None, "OpMapperBase::IsSupported"),
+      _input_dtype("INT64", ops_set("BROADCAST_TO")), None, SRC_13 + " OpMapperBase::IsSupported"),
     C("vx.generic.string_input", "No input tensor may be STRING.", _input_dtype("STRING"), None,
-      "OpMapperBase::IsSupported"),
+      SRC_13 + " OpMapperBase::IsSupported"),
     C("vx.generic.rank", f"Input tensors must have rank <= {MAX_RANK}.", _rank, None,
-      "OpMapperBase::IsSupported"),
+      SRC_13 + " OpMapperBase::IsSupported"),
     C("vx.generic.zero_dim", "No input or output tensor may have a dimension of 0.", _zero_dim, None,
-      "OpMapperBase::IsSupported"),
+      SRC_13 + " OpMapperBase::IsSupported"),
     C("vx.generic.max_dim", f"Input dimensions other than the batch must be <= {MAX_DIM}.", _big_dim,
-      None, "OpMapperBase::IsSupported"),
+      None, SRC_13 + " OpMapperBase::IsSupported"),
     C("vx.generic.int16_output", "No output tensor may be INT16.", _output_dtype("INT16"), None,
-      "OpMapperBase::IsSupported"),
+      SRC_13 + " OpMapperBase::IsSupported"),
     C("vx.generic.int64_output", "No output tensor may be INT64.", _output_dtype("INT64"), None,
-      "OpMapperBase::IsSupported"),
+      SRC_13 + " OpMapperBase::IsSupported"),
     C("vx.generic.fused_activation", "A fused activation must be one of " + ", ".join(FUSED_OK)
       + " (others are not filtered by the delegate but crash it; predicted CPU).", _fused, None,
-      "delegate_main.cc FusedActivationAction [infer]"),
+      "npu-facts.md §1.6 delegate_main.cc FusedActivationAction [infer]"),
     C("vx.conv.hybrid", "Input and weights must have the same type (no hybrid conv/FC).", _hybrid,
-      HYBRID_OPS, "op_map.cc Conv2d/DepthwiseConv/FullyConnected/Conv3d"),
+      HYBRID_OPS, SRC_14 + " op_map.cc Conv2d/DepthwiseConv/FullyConnected/Conv3d"),
     C("vx.conv_2d.grouped_batch", "A grouped CONV_2D (input C != filter C) needs batch 1.",
-      _grouped_batch, ops_set("CONV_2D"), "op_map.cc Conv2dMapper"),
+      _grouped_batch, ops_set("CONV_2D"), SRC_14 + " op_map.cc Conv2dMapper"),
     C("vx.fully_connected.int16", "FULLY_CONNECTED inputs must not be INT16.", _fc_int16,
-      ops_set("FULLY_CONNECTED"), "op_map.cc FullyConnectedMapper"),
+      ops_set("FULLY_CONNECTED"), SRC_14 + " op_map.cc FullyConnectedMapper"),
     C("vx.fully_connected.shuffled", "FULLY_CONNECTED weights must not be SHUFFLED4x16INT8.",
-      _fc_shuffled, ops_set("FULLY_CONNECTED"), "op_map.cc FullyConnectedMapper"),
+      _fc_shuffled, ops_set("FULLY_CONNECTED"), SRC_14 + " op_map.cc FullyConnectedMapper"),
     C("vx.const_input", "Shape/axis/size/begin-end inputs must be constant ("
       + "; ".join(f"{k} input {','.join(map(str, v))}" for k, v in sorted(CONST_INPUTS.items())) + ").",
-      _const_inputs, frozenset(CONST_INPUTS), "op_map.cc IsOpSupported overrides"),
+      _const_inputs, frozenset(CONST_INPUTS), SRC_14 + " op_map.cc IsOpSupported overrides"),
     C("vx.output_rank0", "The output shape must be known (rank 0 output = dynamic).", _output_rank0,
-      OUTPUT_RANK0_OPS, "op_map.cc IsOpSupported overrides"),
+      OUTPUT_RANK0_OPS, SRC_14 + " op_map.cc IsOpSupported overrides"),
     C("vx.dynamic_shape", "TRANSPOSE, ARG_MAX and ARG_MIN need static shapes.", _dynamic,
-      DYNAMIC_SHAPE_OPS, "op_map.cc IsOpSupported overrides"),
+      DYNAMIC_SHAPE_OPS, SRC_14 + " op_map.cc IsOpSupported overrides"),
     C("vx.strided_slice.masks", "STRIDED_SLICE must have new_axis_mask = 0 and ellipsis_mask = 0.",
-      _strided_masks, ops_set("STRIDED_SLICE"), "op_map.cc StridedSliceMapper"),
+      _strided_masks, ops_set("STRIDED_SLICE"), SRC_14 + " op_map.cc StridedSliceMapper"),
     C("vx.quant_params", "INT8/UINT8 inputs of resize, split and space/depth ops need "
-      "quantization parameters.", _needs_quant, NEEDS_QUANT_OPS, "op_map.cc"),
+      "quantization parameters.", _needs_quant, NEEDS_QUANT_OPS, SRC_14 + " op_map.cc"),
     C("vx.space_depth.int_input", "SPACE_TO_DEPTH/DEPTH_TO_SPACE inputs must not be INT32 or INT64.",
-      _space_depth_int, ops_set("SPACE_TO_DEPTH", "DEPTH_TO_SPACE"), "op_map.cc"),
+      _space_depth_int, ops_set("SPACE_TO_DEPTH", "DEPTH_TO_SPACE"), SRC_14 + " op_map.cc"),
     C("vx.batch_space.rank", "BATCH_TO_SPACE_ND/SPACE_TO_BATCH_ND inputs must have rank 4.",
-      _batch_space_rank, ops_set("BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND"), "op_map.cc"),
+      _batch_space_rank, ops_set("BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND"), SRC_14 + " op_map.cc"),
     C("vx.select.types", "SELECT/SELECT_V2 data inputs and output must not be BOOL, INT8 or UINT8.",
-      _select_types, ops_set("SELECT", "SELECT_V2"), "op_map.cc SelectMapper"),
+      _select_types, ops_set("SELECT", "SELECT_V2"), SRC_14 + " op_map.cc SelectMapper"),
     C("vx.dequantize.input", "DEQUANTIZE input must not be INT16/FLOAT16 or per-channel INT8/UINT8.",
-      _dequantize, ops_set("DEQUANTIZE"), "op_map.cc DequantizeMapper"),
+      _dequantize, ops_set("DEQUANTIZE"), SRC_14 + " op_map.cc DequantizeMapper"),
     C("vx.quantize.types", "QUANTIZE must not requantize INT32/INT16 to 8 bit, convert INT16 to "
       "INT32, or quantize FLOAT32 to a per-channel output.", _quantize, ops_set("QUANTIZE"),
-      "op_map.cc QuantizeMapper"),
+      SRC_14 + " op_map.cc QuantizeMapper"),
     C("vx.elementwise.int16_to_int8", "ADD/SUB/MUL/DIV must not take an INT16 input to an 8-bit output.",
-      _elementwise_int16, ops_set("ADD", "SUB", "MUL", "DIV"), "op_map.cc SimpleOpMapper"),
-    C("vx.batch_matmul.types", "BATCH_MATMUL must not output INT32, mix FLOAT32 and INT8 inputs, or "
-      "set adj_x and adj_y together.", _batch_matmul, ops_set("BATCH_MATMUL"), "op_map.cc (NXP)"),
-    C("vx.squared_difference.types", "SQUARED_DIFFERENCE inputs must share a type and 8-bit "
-      "inputs/outputs must be per-tensor.", _squared_difference, ops_set("SQUARED_DIFFERENCE"),
-      "op_map.cc"),
+      _elementwise_int16, ops_set("ADD", "SUB", "MUL", "DIV"), SRC_14 + " op_map.cc SimpleOpMapper"),
+    C("vx.batch_matmul.types", "BATCH_MATMUL must not output INT32, take an INT8 input 0 with a FLOAT32 "
+      "input 1 (NXP's fork; the reverse is accepted), or set adj_x and adj_y together.", _batch_matmul,
+      ops_set("BATCH_MATMUL"), SRC_14 + " op_map.cc (NXP)"),
+    C("vx.squared_difference.types", "SQUARED_DIFFERENCE inputs must share a type, map FLOAT32->FLOAT32, "
+      "INT8->INT8 or UINT8->UINT8, and 8-bit input 0 and output must be per-tensor.", _squared_difference,
+      ops_set("SQUARED_DIFFERENCE"), SRC_14 + " op_map.cc"),
     C("vx.pack.input", "PACK input must not be INT32 or a 1-D INT8/UINT8 tensor (NXP fork).", _pack,
-      ops_set("PACK"), "nxp-imx op_map.cc PackMapper"),
+      ops_set("PACK"), SRC_14 + " nxp-imx op_map.cc PackMapper"),
+    C("vx.conv_3d.dilation", "CONV_3D dilation must be 1 in every dimension.", _conv3d_dilation,
+      ops_set("CONV_3D"), SRC_14 + " op_map.cc Conv3dMapper"),
+    C("vx.slice.batch", "SLICE of a rank > 3 input must keep the batch.", _slice_batch, ops_set("SLICE"),
+      SRC_14 + " op_map.cc SliceMapper"),
+    C("vx.mirror_pad.mode", "MIRROR_PAD mode must be REFLECT or SYMMETRIC.", _mirror_pad_mode,
+      ops_set("MIRROR_PAD"), SRC_14 + " op_map.cc MirrorPadMapper"),
+    C("vx.split.dynamic", "SPLIT/SPLIT_V outputs must not be allocated dynamically (axis and sizes "
+      "constant, static output shapes).", _split_dynamic, ops_set("SPLIT", "SPLIT_V"),
+      SRC_14 + " op_map.cc SplitMapper"),
+    C("vx.batch_space.block_shape", "BATCH_TO_SPACE_ND/SPACE_TO_BATCH_ND block shape must have length 2.",
+      _block_shape, ops_set("BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND"), SRC_14 + " op_map.cc"),
+    C("vx.select.condition_rank", "SELECT/SELECT_V2 condition rank must equal the input rank.",
+      _select_rank, ops_set("SELECT", "SELECT_V2"), SRC_14 + " op_map.cc SelectMapper"),
+    C("vx.pow.int32", "POW must not take two INT32 inputs.", _pow_int32, ops_set("POW"),
+      SRC_14 + " op_map.cc PowMapper"),
+    C("vx.elementwise.relu_n1_int32", "ADD/SUB/MUL/DIV must not fuse RELU_N1_TO_1 with INT32 inputs or "
+      "outputs.", _relu_n1_int32, ops_set("ADD", "SUB", "MUL", "DIV"), SRC_14 + " op_map.cc SimpleOpMapper"),
+    C("vx.embedding_lookup.types", "EMBEDDING_LOOKUP must not read UINT8 weights into an INT8 output.",
+      _embedding_types, ops_set("EMBEDDING_LOOKUP"), SRC_14 + " op_map.cc"),
+    C("vx.one_hot.bool", "ONE_HOT must not output BOOL.", _one_hot_bool, ops_set("ONE_HOT"),
+      SRC_14 + " op_map.cc OneHotMapper"),
+    C("vx.cast.types", "CAST must not read or write " + ", ".join(CAST_REJECTED) + ".", _cast_types,
+      ops_set("CAST"), SRC_14 + " op_map.cc CastMapper"),
+    C("vx.lstm.states", "UNIDIRECTIONAL_SEQUENCE_LSTM output state must have the output's type and the "
+      "cell state must be INT16 or FLOAT16.", _lstm_states, ops_set("UNIDIRECTIONAL_SEQUENCE_LSTM"),
+      SRC_14 + " op_map.cc"),
+    C("vx.rnn.weights", "(BI/UNI)DIRECTIONAL_SEQUENCE_RNN and BIDIRECTIONAL_SEQUENCE_LSTM must not have "
+      "quantized weights, projection or auxiliary weights.", _rnn_weights, RNN_OPS, SRC_14 + " op_map.cc"),
     C("vx.lstm.quantized", "UNIDIRECTIONAL_SEQUENCE_LSTM input must be INT8/UINT8.", _lstm_float,
-      ops_set("UNIDIRECTIONAL_SEQUENCE_LSTM"), "op_map.cc"),
+      ops_set("UNIDIRECTIONAL_SEQUENCE_LSTM"), SRC_14 + " op_map.cc"),
 )
 
 MODEL_CHECKS = (
@@ -368,4 +521,12 @@ TARGET = Target(
         "Placement is predicted from op_map.cc; on the board, benchmark_model op profiling shows "
         "CPU ops as rows other than 'Vx Delegate'.",
     ),
+    bsp_releases=(
+        BspRelease(id="lf-6.6.3_1.0.0", toolchain=(("delegate", "nxp-imx/tflite-vx-delegate-imx "
+                   "lf-6.6.3_1.0.0 (44aab8a)"),), source="npu-facts.md §1.2",
+                   compiler="tflite-vx-delegate-imx op_map.cc", compiler_version="lf-6.6.3_1.0.0 (44aab8a)",
+                   notes=("Same 95 registered builtins as VeriSilicon HEAD (2025-01); NXP adds a PACK "
+                          "check and a looser BATCH_MATMUL type check.",)),
+    ),
+    bsp="lf-6.6.3_1.0.0",
 )

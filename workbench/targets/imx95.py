@@ -3,9 +3,11 @@
 No official Neutron-S operator table was retrievable, so this table combines the
 public statements: the operator list and common constraints of an NXP Japan
 technical blog (seed 001, section 7: static shapes, batch 1, 8-bit types,
-symmetric weights, bias scale = input scale x weight scale) and the explicit
-per-op limits written in ``neutron_delegate_utils.cc::IsNodeSupportedByNeutron``
-(nxp-imx/tflite-neutron-delegate).  Results are labelled "predicted" unless NXP's
+symmetric weights, bias scale = input scale x weight scale), the ops the
+lf-6.6.52_2.2.0 delegate can serialise for the converter (npu-facts.md §3.1: SUM
+and PADV2 are not among them) and the explicit per-op limits written in
+``neutron_delegate_utils.cc::IsNodeSupportedByNeutron`` (npu-facts.md §3.1:
+UINT8/INT8 tensors with INT32 bias, 4-D CONV_2D, pooling limits).  Results are labelled "predicted" unless NXP's
 converter is on PATH, in which case :mod:`workbench.placement` runs it.
 """
 
@@ -16,13 +18,23 @@ import math
 from ..models.tflite_graph import OpInfo, TFLiteGraph
 from ..vocab import NPU_CUSTOM_OPS
 from ._constraints import (
-    Constraint, ModelCheck, Target, activations, check_dynamic_shapes, check_full_integer, first,
-    label, ops_set, tensor_at,
+    BspRelease,
+    Constraint,
+    ModelCheck,
+    Target,
+    activations,
+    check_dynamic_shapes,
+    check_full_integer,
+    first,
+    label,
+    ops_set,
+    tensor_at,
 )
 
 SRC_SEED = "NXP Japan blog 'i.MX95 Neutron-S conversion flow' (seed 001) section 7"
-SRC_DELEGATE = ("nxp-imx/tflite-neutron-delegate lf-6.6.52_2.2.0 neutron_delegate_utils.cc "
-                "IsNodeSupportedByNeutron")
+SRC_DELEGATE = ("npu-facts.md §3.1 (nxp-imx/tflite-neutron-delegate lf-6.6.52_2.2.0 "
+                "neutron_delegate_utils.cc IsNodeSupportedByNeutron)")
+SRC_SERIALISE = "npu-facts.md §3.1 (lf-6.6.52_2.2.0 delegate SetBuiltinOptions switch)"
 
 #: Seed 001 section 7.2 "main operators supported by MX95 (Neutron-S)" ("RELU systems" expanded).
 SUPPORTED_OPS = ops_set(
@@ -37,8 +49,25 @@ DELEGATE_ONLY_OPS = ops_set(
     "MINIMUM", "PACK", "QUANTIZE", "RSQRT", "SHAPE", "SLICE", "SOFTMAX", "SPACE_TO_BATCH_ND", "SPLIT",
     "SPLIT_V", "SQUARED_DIFFERENCE", "SQUEEZE", "STRIDED_SLICE", "TRANSPOSE", "UNPACK",
 )
+#: Every op the lf-6.6.52 delegate can serialise for the converter (npu-facts.md §3.1); any other
+#: op throws "Can't support Operator." in the delegate and stays on the CPU.
+SERIALISABLE_OPS = ops_set(
+    "ABS", "ADD", "AVERAGE_POOL_2D", "BATCH_TO_SPACE_ND", "CONCATENATION", "CONV_2D",
+    "DEPTHWISE_CONV_2D", "DEQUANTIZE", "EXP", "EXPAND_DIMS", "FULLY_CONNECTED", "GELU", "HARD_SWISH",
+    "LEAKY_RELU", "LOG", "LOGISTIC", "MAXIMUM", "MAX_POOL_2D", "MEAN", "MINIMUM", "MUL", "PACK", "PAD",
+    "PRELU", "QUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "RESHAPE", "RESIZE_BILINEAR",
+    "RESIZE_NEAREST_NEIGHBOR", "RSQRT", "SHAPE", "SLICE", "SOFTMAX", "SPACE_TO_BATCH_ND", "SPLIT",
+    "SPLIT_V", "SQUARED_DIFFERENCE", "SQUEEZE", "STRIDED_SLICE", "SUB", "TANH", "TRANSPOSE",
+    "TRANSPOSE_CONV", "UNIDIRECTIONAL_SEQUENCE_LSTM", "UNPACK",
+)
 CUSTOM_NPU_OPS = NPU_CUSTOM_OPS["imx95"]
-TENSOR_DTYPES = ("UINT8", "INT8", "INT16", "INT32", "INT64")
+#: Feature maps (non-constant tensors) must be 8-bit; constants may also be INT32 (bias, shapes,
+#: paddings, axes).  npu-facts.md §3.1: "supported dtypes UINT8/INT8 (bias INT32)".
+FM_DTYPES = ("UINT8", "INT8")
+CONST_DTYPES = ("UINT8", "INT8", "INT32")
+INT8_IO_OPS = ops_set("ADD", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+POOL_OPS = ops_set("MAX_POOL_2D", "AVERAGE_POOL_2D")
+NUM_MACS = 16
 WEIGHT_OPS = ops_set("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
 CONV_OPS = ops_set("CONV_2D", "DEPTHWISE_CONV_2D")
 BIAS_REL_TOL = 1e-3
@@ -59,9 +88,75 @@ def _op_list(graph: TFLiteGraph, op: OpInfo) -> str | None:
     return f"{label(op)}: {op.type} is not a Neutron-S operator"
 
 
+def _serialisable(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    if op.type in SERIALISABLE_OPS or op.type in CUSTOM_NPU_OPS:
+        return None
+    return (f"{label(op)}: the lf-6.6.52 Neutron delegate cannot serialise {op.type} for the converter "
+            "(\"Can't support Operator.\")")
+
+
 def _dtype(graph: TFLiteGraph, op: OpInfo) -> str | None:
-    return first(f"{label(op)} tensor '{t.name}' is {t.dtype}"
-                 for t in graph.op_inputs(op) + graph.op_outputs(op) if t.dtype not in TENSOR_DTYPES)
+    return first(
+        f"{label(op)} {'constant' if t.is_constant else 'feature map'} '{t.name}' is {t.dtype}"
+        for t in graph.op_inputs(op) + graph.op_outputs(op)
+        if t.dtype not in (CONST_DTYPES if t.is_constant else FM_DTYPES))
+
+
+def _int8_io(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    """ADD: both inputs and the output int8/uint8; conv/FC: input, filter, output int8/uint8, bias int32."""
+    out = []
+    roles = (("input 0", 0), ("input 1", 1)) if op.type == "ADD" else (("input", 0), ("filter", 1))
+    for role, pos in roles:
+        t = tensor_at(graph, op, pos)
+        if t is not None and t.dtype not in FM_DTYPES:
+            out.append(f"{label(op)} {role} '{t.name}' is {t.dtype}")
+    for t in graph.op_outputs(op):
+        if t.dtype not in FM_DTYPES:
+            out.append(f"{label(op)} output '{t.name}' is {t.dtype}")
+    if op.type != "ADD":
+        b = tensor_at(graph, op, 2)
+        if b is not None and b.dtype != "INT32":
+            out.append(f"{label(op)} bias '{b.name}' is {b.dtype}, not INT32")
+    return first(out)
+
+
+def _conv_4d(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    return first(f"{label(op)} {what} '{t.name}' has rank {len(t.shape)}"
+                 for what, t in (("input", tensor_at(graph, op, 0)), ("filter", tensor_at(graph, op, 1)),
+                                 *(("output", o) for o in graph.op_outputs(op)))
+                 if t is not None and len(t.shape) != 4)
+
+
+def _same_padding(in_size: int, out_size: int, stride: int, kernel: int) -> tuple[int, int]:
+    total = max((out_size - 1) * stride + kernel - in_size, 0)
+    return total // 2, total - total // 2
+
+
+def _max_pool_padding(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    x, outs = tensor_at(graph, op, 0), graph.op_outputs(op)
+    if x is None or not outs or len(x.shape) != 4 or len(outs[0].shape) != 4:
+        return None
+    if op.options.get("padding") != "SAME":
+        return None
+    out = []
+    for axis, dim in ((1, "H"), (2, "W")):
+        stride = op.options.get(f"stride{dim}", 1)
+        kernel = op.options.get(f"filter{'Height' if dim == 'H' else 'Width'}", 1)
+        pad = _same_padding(x.shape[axis], outs[0].shape[axis], stride, kernel)
+        if max(pad) >= kernel:
+            out.append(f"{label(op)} pads {max(pad)} along {dim} with a kernel of {kernel}")
+    return first(out)
+
+
+def _pool_shape(graph: TFLiteGraph, op: OpInfo) -> str | None:
+    x = tensor_at(graph, op, 0)
+    if x is None:
+        return None
+    if op.type == "MAX_POOL_2D" and len(x.shape) != 4:
+        return f"{label(op)} input '{x.name}' has rank {len(x.shape)}, not 4"
+    if x.shape and x.shape[-1] % NUM_MACS:
+        return f"{label(op)} input '{x.name}' has {x.shape[-1]} channels, not a multiple of {NUM_MACS}"
+    return None
 
 
 def _static(graph: TFLiteGraph, op: OpInfo) -> str | None:
@@ -170,18 +265,34 @@ def _asymmetric_weights(graph: TFLiteGraph) -> tuple[str, ...]:
 C = Constraint
 CONSTRAINTS = (
     C("neutron.op_list", f"The op must be on the Neutron-S operator list ({len(SUPPORTED_OPS)} ops).",
-      _op_list, None, SRC_SEED + " 7.2"),
-    C("neutron.generic.dtype", "Tensor types must be one of " + ", ".join(TENSOR_DTYPES) + ".", _dtype,
-      None, SRC_SEED + " 7.1"),
-    C("neutron.generic.static_shape", "Tensor shapes must be static.", _static, None, SRC_SEED + " 7.1"),
+      _op_list, None, SRC_SEED + " 7.2 (npu-facts.md §3.1 gives only an upper bound)"),
+    C("neutron.delegate.serialisable", f"The lf-6.6.52 delegate must be able to serialise the op for "
+      f"the converter ({len(SERIALISABLE_OPS)} builtins; SUM and PADV2 are not among them).",
+      _serialisable, None, SRC_SERIALISE),
+    C("neutron.generic.dtype", "Feature maps must be " + "/".join(FM_DTYPES) + "; constants "
+      + "/".join(CONST_DTYPES) + " (INT16, INT64 and float tensors are rejected).", _dtype, None,
+      SRC_DELEGATE + "; " + SRC_SEED + " 7.1 (not stated in npu-facts.md)"),
+    C("neutron.types.int8_io", "ADD: both inputs and the output int8/uint8; CONV_2D, DEPTHWISE_CONV_2D "
+      "and FULLY_CONNECTED: input, filter and output int8/uint8 with an INT32 bias.", _int8_io,
+      INT8_IO_OPS, SRC_DELEGATE),
+    C("neutron.conv.4d", "CONV_2D input, filter and output must be 4-D.", _conv_4d, ops_set("CONV_2D"),
+      SRC_DELEGATE),
+    C("neutron.max_pool.padding", "MAX_POOL_2D padding must be smaller than the kernel on each side "
+      "(always met by SAME/VALID padding with consistent shapes; checked from the tensor shapes).",
+      _max_pool_padding, ops_set("MAX_POOL_2D"), SRC_DELEGATE),
+    C("neutron.pool.shape", f"Pooling input channels must be a multiple of NUM_MACS = {NUM_MACS} "
+      "(i.MX 95); MAX_POOL_2D input must be 4-D.", _pool_shape, POOL_OPS, SRC_DELEGATE),
+    C("neutron.generic.static_shape", "Tensor shapes must be static.", _static, None,
+      SRC_SEED + " 7.1 (not stated in npu-facts.md)"),
     C("neutron.generic.batch_1", "The batch size must be 1 (rank >= 3 feature maps).", _batch, None,
-      SRC_SEED + " 7.1"),
+      SRC_SEED + " 7.1 (not stated in npu-facts.md)"),
     C("neutron.generic.positive_scale", "Quantization scales must be positive.", _positive_scale, None,
-      SRC_SEED + " 7.1"),
+      SRC_SEED + " 7.1 (not stated in npu-facts.md)"),
     C("neutron.generic.symmetric_weights", "Weights must be symmetrically quantized (zero point 0).",
-      _symmetric, WEIGHT_OPS, SRC_SEED + " 7.1"),
+      _symmetric, WEIGHT_OPS, SRC_SEED + " 7.1 (not stated in npu-facts.md)"),
     C("neutron.generic.bias_scale", "The bias scale must equal input scale x weight scale "
-      f"(relative tolerance {BIAS_REL_TOL:g}).", _bias_scale, WEIGHT_OPS, SRC_SEED + " 7.1"),
+      f"(relative tolerance {BIAS_REL_TOL:g}).", _bias_scale, WEIGHT_OPS,
+      SRC_SEED + " 7.1 (not stated in npu-facts.md)"),
     C("neutron.const_weights", "Weights and bias must be constant.", _const_weights,
       ops_set("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"), SRC_DELEGATE),
     C("neutron.conv.dilation", "Convolutions must have dilation 1.", _dilation, CONV_OPS, SRC_DELEGATE),
@@ -199,11 +310,12 @@ CONSTRAINTS = (
 
 MODEL_CHECKS = (
     ModelCheck("neutron.model.full_integer", "Neutron-S runs 8-bit ops only; float ops run on the "
-               "Cortex-A55.", "error", check_full_integer, SRC_SEED + " 7.1"),
+               "Cortex-A55.", "error", check_full_integer, SRC_SEED + " 7.1 (not stated in npu-facts.md)"),
     ModelCheck("neutron.model.asymmetric_weights", "Neutron-S needs symmetric weights; asymmetric "
-               "ones leave the layer on the CPU.", "error", _asymmetric_weights, SRC_SEED + " 7.1"),
+               "ones leave the layer on the CPU.", "error", _asymmetric_weights,
+               SRC_SEED + " 7.1 (not stated in npu-facts.md)"),
     ModelCheck("model.dynamic_shapes", "Neutron-S needs static shapes with batch 1.", "error",
-               check_dynamic_shapes, SRC_SEED + " 7.1"),
+               check_dynamic_shapes, SRC_SEED + " 7.1 (not stated in npu-facts.md)"),
 )
 
 TARGET = Target(
@@ -214,7 +326,7 @@ TARGET = Target(
     delegate="libneutron_delegate.so",
     runtime="NXP BSP lf-6.6.52_2.2.0 tflite-neutron-delegate; Neutron SDK operator list as of "
             "compiler 3.2.x (seed 001)",
-    sources=(SRC_SEED, SRC_DELEGATE, "npu-facts.md section 3"),
+    sources=(SRC_SEED, SRC_DELEGATE, SRC_SERIALISE, "npu-facts.md §3.2 (third-party observations)"),
     supported_ops=SUPPORTED_OPS,
     constraints=CONSTRAINTS,
     model_checks=MODEL_CHECKS,
@@ -230,5 +342,18 @@ TARGET = Target(
         "MobileNetV2 82/88 ops at 224x224, 22/88 at 320x320); sweep input sizes on the board.",
         "The per-op limits from IsNodeSupportedByNeutron are not called by the lf-6.6.52 delegate "
         "(the converter decides); they are the best public statement of Neutron-S limits.",
+        "A third-party guide (RidgeRun, npu-facts.md §3.2) mentions 16-bit activations; the delegate "
+        "code says UINT8/INT8 only, so 16-bit models are predicted on the CPU.",
     ),
+    bsp_releases=(
+        BspRelease(id="lf-6.6.3_1.0.0", toolchain=(("delegate", "nxp-imx/tflite-neutron-delegate "
+                   "lf-6.6.3_1.0.0"),), source="npu-facts.md §3.1", compiler="tflite-neutron-delegate",
+                   compiler_version="lf-6.6.3_1.0.0", has_rules=False,
+                   notes=("The first delegate branch; its serialisable op list was not read.",)),
+        BspRelease(id="lf-6.6.52_2.2.0", toolchain=(("delegate", "nxp-imx/tflite-neutron-delegate "
+                   "lf-6.6.52_2.2.0"), ("converter", "closed Neutron converter library (online)")),
+                   source="npu-facts.md §3.1", compiler="tflite-neutron-delegate",
+                   compiler_version="lf-6.6.52_2.2.0"),
+    ),
+    bsp="lf-6.6.52_2.2.0",
 )
