@@ -1,4 +1,4 @@
-"""`workbench model reference`."""
+"""`workbench model reference`, `workbench model convert`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,41 @@ def register(sub) -> None:
                           "retrained accuracy is from the shipped one per condition")
     add_json_flag(ref)
     ref.set_defaults(func=_reference)
+    conv = model_sub.add_parser("convert", help="convert an FP32 .onnx to a SavedModel and FP32 .tflite with onnx2tf "
+                                                "(its pinned tool env), NCHW->NHWC recorded, checked against ONNX "
+                                                "Runtime; quantize does this itself, this shows it")
+    conv.add_argument("onnx", metavar="MODEL.onnx", help="the FP32 ONNX model")
+    conv.add_argument("--data", default=None, help="dataset whose images calibrate/check the conversion "
+                                                   "(default: seeded noise in [0, 1])")
+    conv.add_argument("--split", default="calibration", help="split of --data to take the images from "
+                                                             "(default: calibration)")
+    conv.add_argument("--input-layout", choices=("auto", "nchw", "nhwc"), default="auto",
+                      help="auto: a 4-D input with 1-4 channels in dimension 1 is NCHW and becomes NHWC, one with "
+                           "them last stays NHWC (default: auto)")
+    conv.add_argument("--no-cache", action="store_true", help="convert again even when the conversion is cached")
+    add_json_flag(conv)
+    conv.set_defaults(func=_convert)
+
+
+def _convert(args) -> int:
+    from .._cli import emit
+    from .convert import convert_onnx
+    samples = None
+    if args.data:
+        from ..data.loaders import load_dataset
+        data = load_dataset(args.data)
+        samples = (data.select(split=args.split) if args.split in data.splits else data).x
+    conv = convert_onnx(args.onnx, samples=samples, cache=not args.no_cache, input_layout=args.input_layout)
+    lines = [conv.summary(), ""]
+    lines += [f"{kind:<7} {t.name:<24} ONNX {str(t.onnx_shape):<18} TFLite {str(t.tflite_shape):<18}"
+              f"{'NCHW->NHWC' if t.transposed else ''}"
+              for kind, group in (("input", conv.inputs), ("output", conv.outputs)) for t in group]
+    lines += [""] + [f"{a.name:<24} max abs error {a.max_abs_error:.3g} (max |ONNX| {a.max_abs_reference:.3g}), "
+                     f"cosine {a.cosine:.6f}" for a in conv.agreement]
+    lines += ["", f"saved_model  {conv.saved_model}", f"tflite       {conv.tflite}",
+              "tools        " + ", ".join(f"{k} {v}" for k, v in conv.tools.items())]
+    emit(conv, as_json=args.json, text="\n".join(lines))
+    return 0
 
 
 def _reference(args) -> int:
