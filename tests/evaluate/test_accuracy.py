@@ -179,3 +179,27 @@ def test_fidelity_rows_per_condition_candidate_and_output(report):
         assert f.cosine_ci_low <= f.cosine <= f.cosine_ci_high <= 1.0
     assert report.contract is not None and report.contract.size == (32, 32)
     assert "fidelity per output" in report.text() and "FP32 vs INT8 fidelity" in report._repr_html_()
+
+
+def test_lazy_8bit_images_give_the_same_outputs_as_decoded_floats(tmp_path, digits, int8_models, reference):
+    """Folder images go to an INT8 model through a pixel lookup table: bit-identical to the float path."""
+    from PIL import Image
+
+    from workbench.data.images import ImageFiles
+    from workbench.data.loaders import load_dataset
+    from workbench.models.contract import InputContract
+    from workbench.models.predict import load_predictor
+    test = digits.select(split="test", condition="daylight")
+    for i in range(40):
+        folder = tmp_path / "ds" / "test" / "daylight" / str(int(test.y[i]))
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray((np.asarray(test.x[i])[..., 0] * 255).round().astype(np.uint8)).save(folder / f"{i}.png")
+    ds = load_dataset(tmp_path / "ds")
+    assert isinstance(ds.x, ImageFiles)
+    cards = ({"range": [0, 1]}, {"range": [-1, 1]}, {"mean": [0.5], "std": [0.2]})
+    for model, card in [(int8_models["pc"], c) for c in cards] + [(reference.tflite, cards[1])]:
+        contract = InputContract(color="grayscale", size=(32, 32), **{k: tuple(v) for k, v in card.items()})
+        lazy = load_predictor(model, batch_size=16, contract=contract)
+        eager = load_predictor(model, batch_size=16, contract=contract)
+        np.testing.assert_array_equal(lazy.predict(ds.x), eager.predict(np.asarray(ds.x)))
+        assert lazy._lut is not None and getattr(eager, "_lut", None) is None

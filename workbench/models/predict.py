@@ -109,7 +109,9 @@ class Predictor:
 
     # -- the shared pipeline ---------------------------------------------------------------
     def check_input(self, x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float32)
+        return self._check_shape(np.asarray(x, dtype=np.float32))
+
+    def _check_shape(self, x: np.ndarray) -> np.ndarray:
         if x.ndim != 1 + len(self.input_shape) or any(
                 want is not None and want != got for want, got in zip(self.input_shape, x.shape[1:])):
             shown = tuple("?" if d is None else d for d in self.input_shape)
@@ -121,8 +123,49 @@ class Predictor:
     def prepare(self, x: Any, ids: Any = None) -> np.ndarray:
         """One batch of images -> model inputs (the contract, then the shape check)."""
         if self.contract is not None:
-            x = self.contract.apply(np.asarray(x), ids=ids, where=self.path)
+            pixels = x.uint8() if hasattr(x, "uint8") else np.asarray(x)   # lazy image files: 8-bit decode
+            x = self.contract.apply(pixels, ids=ids, where=self.path)
         return self.check_input(x)
+
+    def _inputs(self, x: Any, ids: Any = None) -> np.ndarray:
+        """One batch as the backend runs it: lazy 8-bit pixels may go straight to the model's integer
+        input through a lookup table (bit-identical to contract then quantize); else :meth:`prepare`."""
+        if self.contract is not None and hasattr(x, "uint8"):
+            pixels = x.uint8()
+            fast = self._from_pixels(pixels)
+            if fast is not None:
+                return self._check_shape(fast)
+            return self.check_input(self.contract.apply(pixels, ids=ids, where=self.path))
+        return self.prepare(x, ids)
+
+    def _from_pixels(self, pixels: np.ndarray) -> np.ndarray | None:
+        """uint8 pixels -> model input by one lookup per value: the table is ``contract.apply(v)``
+        for v = 0..255 (quantized with the model's input parameters for an integer input), so the
+        result equals the float path bit for bit.  Only where each input channel maps one pixel
+        channel (no resize, no RGB -> gray); otherwise ``None``."""
+        c = self.contract
+        if pixels.ndim != 4:
+            return None
+        n, h, w, ch = pixels.shape
+        if (c.size is not None and (h, w) != tuple(c.size)) or ch not in (1, 3) or (ch == 3 and c.channels == 1):
+            return None
+        if getattr(self, "_lut", None) is None or self._lut[0] != (ch, c):
+            ramp = np.repeat(np.arange(256, dtype=np.uint8).reshape(1, 1, 256, 1), ch, axis=3)
+            import dataclasses
+            per_value = dataclasses.replace(c, size=None).apply(ramp)                    # no resize of the ramp
+            table = self._pixel_table(per_value)[0, 0]                                  # (256, C)
+            source = list(range(c.channels)) if ch == c.channels else [0] * c.channels
+            if c.color == "bgr" and ch == 3:
+                source = source[::-1]
+            self._lut = ((ch, c), np.ascontiguousarray(table.T), source)
+        _, table, source = self._lut
+        out = np.empty((n, h, w, len(source)), table.dtype)
+        for k, src in enumerate(source):
+            np.take(table[k], pixels[..., src], out=out[..., k])
+        return out
+
+    def _pixel_table(self, per_value: np.ndarray) -> np.ndarray:     # backends with integer inputs quantize
+        return per_value
 
     def predict(self, x: Any, *, ids: Any = None) -> np.ndarray:
         """float32 ``(N, values)`` of the first output for the images ``x``."""
@@ -138,7 +181,7 @@ class Predictor:
         parts: list[list[np.ndarray]] = []
         start = 0
         if self._batched_ready is None:
-            first_in = self.prepare(x[:step], ids_of(0, step))
+            first_in = self._inputs(x[:step], ids_of(0, step))
             first = self._try_batched(first_in)
             self._batched_ready = first is not None
             self.mode = "batched" if self._batched_ready else "per-sample"
@@ -149,7 +192,7 @@ class Predictor:
                 parts.append(self._per_sample(first_in))
                 start = len(first_in)
         for b in range(start, n, step):
-            xb = self.prepare(x[b:b + step], ids_of(b, b + step))
+            xb = self._inputs(x[b:b + step], ids_of(b, b + step))
             parts.append(self._run_batch(xb) if self._batched_ready else self._per_sample(xb))
         if len(parts) == 1:
             return [np.asarray(o, np.float32) for o in parts[0]]
@@ -234,9 +277,14 @@ class TFLitePredictor(Predictor):
         return 2.0 * q[0] if q else 0.0
 
     def _prepare(self, x: np.ndarray) -> np.ndarray:
+        if x.dtype == self._in["dtype"] and self._in_q:   # already quantized (pixel lookup table)
+            return x
         if self._in_q:
             return quantize_input(x, *self._in_q, np.dtype(self._in["dtype"]))
         return x.astype(self._in["dtype"], copy=False)
+
+    def _pixel_table(self, per_value: np.ndarray) -> np.ndarray:
+        return quantize_input(per_value, *self._in_q, np.dtype(self._in["dtype"])) if self._in_q else per_value
 
     def _finish(self, interp: Any, n: int) -> list[np.ndarray]:
         out = []
