@@ -37,6 +37,11 @@ def register(sub: Any) -> None:
     p.add_argument("--board", action="append", default=None, metavar="[TARGET=]NAME",
                    help="board from boards.yaml to time on (repeat per target as TARGET=NAME); "
                         "without it latency is timed on the host CPU and labelled so")
+    p.add_argument("--replay", metavar="DIR", default=None,
+                   help="time every target from a board recording (bench --record) instead of a board or "
+                        "the host CPU; DIR may hold one recording per target (labelled 'replayed')")
+    p.add_argument("--record", metavar="DIR", default=None,
+                   help="with --board: keep each target's board session in DIR/<target> (replay it with --replay)")
     p.add_argument("--timing-runs", type=int, default=100, metavar="N", help="timed invocations (default 100)")
     p.add_argument("--timing-warmup", type=int, default=10, metavar="N", help="warm-up invocations (default 10)")
     p.add_argument("--stages", default=None, metavar="S[,S...]",
@@ -114,6 +119,7 @@ def _batch(args: argparse.Namespace) -> int:
         run_id=args.run_id, recipe=args.recipe, calibration_strategy=args.calibration_strategy,
         calibration_size=args.calibration_size, seed=args.seed, board=parse_boards(args.board),
         timing_runs=args.timing_runs, timing_warmup=args.timing_warmup, stages=args.stages,
+        replay=args.replay, record=args.record,
         parameters=params, target_parameters=per_target, kernel=args.kernel, timeout=args.timeout,
         progress=not args.no_progress)
     if args.json:

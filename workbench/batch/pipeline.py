@@ -98,6 +98,7 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
               recipe: str = "auto", calibration_strategy: str = "stratified", calibration_size: int = 200,
               seed: int = 0, board: str | Mapping[str, str] | None = None, timing_runs: int = 100,
               timing_warmup: int = 10, stages: Sequence[str] | None = None,
+              replay: str | os.PathLike | None = None, record: str | os.PathLike | None = None,
               parameters: Mapping[str, Any] | None = None,
               target_parameters: Mapping[str, Mapping[str, Any]] | None = None,
               kernel: str = KERNEL, notebooks_dir: str | os.PathLike | None = None,
@@ -114,6 +115,10 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
     jobs : targets executed at the same time.
     board : a board name in ``boards.yaml`` for every target, or ``{target: board}``;
         None times on the host CPU (labelled "host CPU (not an NPU)").
+    replay : a board recording folder, or a folder of them (``workbench bench --record``):
+        every target is timed from the recording of its deployable model, labelled
+        "replayed from <board> <date>" (no board needed; a recording of another model is refused).
+    record : with ``board``, keep each target's board session in ``record/<target>``.
     stages : a subset of ``calibration, quantize, accuracy, placement, timing`` (or
         notebook names); later stages compute what an earlier, skipped one would save.
     parameters : extra notebook parameters for every target; ``target_parameters``
@@ -140,6 +145,7 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
     common = {"model": _relative(model, out_dir), "dataset": _relative(dataset, out_dir), "recipe": recipe,
               "calibration_strategy": calibration_strategy, "calibration_size": calibration_size, "seed": seed,
               "timing_runs": timing_runs, "timing_warmup": timing_warmup, "run_dir": run_dir.as_posix(),
+              **({"replay": os.path.relpath(Path(replay).resolve(), out_dir)} if replay else {}),
               **dict(parameters or {})}
     declared = {name: declared_parameters(notebooks / f"{name}.ipynb") for name in (*stage_list, SUMMARY_NOTEBOOK)}
     known = set().union(*declared.values())
@@ -155,6 +161,13 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
             check_plain(f"parameter {t}:{name}", value, error=BatchError)
     check_positive_int("calibration_size", calibration_size, error=BatchError)
     check_positive_int("timing_runs", timing_runs, error=BatchError)
+    if replay is not None and not Path(replay).is_dir():
+        raise BatchError(f"--replay {replay}: not a folder. Next: pass a folder written by `workbench bench "
+                         "MODEL --board NAME --record DIR` (or a folder of such folders).")
+    if replay is not None and board:
+        raise BatchError("give --board (time on a board) or --replay (replay a recording), not both.")
+    if record is not None and not board:
+        raise BatchError("--record keeps a board session: it needs --board.")
     if isinstance(timing_warmup, bool) or not isinstance(timing_warmup, int) or timing_warmup < 0:
         raise BatchError(f"`timing_warmup` must be an integer >= 0. Got {timing_warmup!r} instead.")
     if timeout is not None:
@@ -175,7 +188,8 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
             reference_model()
         # 3. targets
         runner = Runner(out_dir, notebooks, kernel, timeout, progress, scrubber=Scrubber(out_dir))
-        plans = {t: {**common, "target": t, "board": boards.get(t, ""), **dict((target_parameters or {}).get(t, {}))}
+        plans = {t: {**common, "target": t, "board": boards.get(t, ""),
+                     **({"record": os.path.relpath(Path(record).resolve() / t, out_dir)} if record else {}), **dict((target_parameters or {}).get(t, {}))}
                  for t in targets}
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
             futures = [pool.submit(runner.run_target, t, i, stage_list, plans[t], declared)
