@@ -157,7 +157,9 @@ def test_int16_on_8bit_target(zoo_root):
 
 def test_bsp_compiler(zoo_root):
     f = _one("bsp-compiler", zoo_root)
-    assert f.evidence["ops"][0]["bsp_compiler"] == "bsp-older"
+    op = f.evidence["ops"][0]
+    assert op["bsp_compiler"] == "vela 3.10.0" and op["newest_compiler"] == "vela 5.2.0"
+    assert op["op"] == "DEPTHWISE_CONV_2D" and "vela 3.10.0" in f.message
 
 
 def test_clipping(zoo_root):

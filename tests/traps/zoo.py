@@ -197,35 +197,19 @@ def trap_cpu_island(root: Path) -> Findings:
 
 
 def trap_bsp_compiler(root: Path) -> Findings:
-    """The placement report of a model the BSP's compiler partly leaves on the CPU.
-
-    Uses the comparison the placement stage records (``compiler_differences``) on a real report."""
+    """A placement report in which the BSP's Vela leaves an op on the CPU that the newest Vela places on
+    the NPU (the comparison the placement stage records with ``vela_versions``)."""
     import dataclasses
 
     import workbench as wb
+    from workbench.placement.analyze import CompilerDisagreement
     q = _per_channel_tflite(root)
     report = wb.analyze_placement(q.path, "imx95")
     op = report.ops[1]
-    diff = {"index": op.index, "type": op.type, "name": op.name, "bsp_placement": "CPU",
-            "newest_placement": "NPU", "bsp_version": "bsp-older", "newest_version": "newest"}
-    fields = {f.name for f in dataclasses.fields(report)}
-    if "compiler_differences" in fields:
-        report = dataclasses.replace(report, compiler_differences=(diff,))
-    else:  # the placement stage does not record the comparison yet: the rule reads the same data
-        report = _WithDifferences(report, (diff,))
-    from workbench.placement.findings import findings as placement_findings
-    return Findings(tuple(placement_findings(report, target="imx95")))
-
-
-class _WithDifferences:
-    """A placement report with the BSP-vs-newest compiler comparison attached."""
-
-    def __init__(self, report: Any, diffs: tuple[dict[str, Any], ...]) -> None:
-        self._report, self.compiler_differences = report, diffs
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._report, name)
-
+    diff = CompilerDisagreement(index=op.index, type=op.type, name=op.name, bsp_compiler="vela 3.10.0",
+                                bsp_placement="CPU", other_compiler="vela 5.2.0", other_placement="NPU",
+                                other_is_newest=True, reason="unsupported in Vela 3.10.0")
+    return findings_for(dataclasses.replace(report, compiler_disagreements=(diff,)), target="imx95")
 
 
 # -- calibration -----------------------------------------------------------------------------------------

@@ -71,22 +71,18 @@ def _int16_findings(report: Any, target: str, name: str) -> list[Finding]:
 def _bsp_findings(report: Any, target: str, name: str) -> list[Finding]:
     """Ops the BSP's compiler puts on the CPU where the newest compiler does not.
 
-    Reads ``report.compiler_differences`` (or ``bsp_differences``) when the placement stage
-    records them: items with ``index``, ``type``/``op``, ``name`` and the two compilers' versions.
+    Reads ``report.disagreements_with_newest()`` (the placement stage compares the compiler the
+    BSP ships with the newest one installed, e.g. Vela 3.10.0 against Vela 5.x on imx93).
     """
-    diffs = getattr(report, "compiler_differences", None) or getattr(report, "bsp_differences", None) or ()
-    items = []
-    for d in diffs:
-        get = (lambda k, d=d: d.get(k)) if isinstance(d, dict) else (lambda k, d=d: getattr(d, k, None))
-        bsp, newest = get("bsp_placement") or get("bsp"), get("newest_placement") or get("newest")
-        if bsp is not None and newest is not None and not (bsp == "CPU" and newest == "NPU"):
-            continue
-        items.append({"index": get("index"), "op": get("type") or get("op"), "name": get("name"),
-                      "bsp_compiler": get("bsp_version") or get("bsp_compiler"),
-                      "newest_compiler": get("newest_version") or get("newest_compiler")})
-    if not items:
+    pick = getattr(report, "disagreements_with_newest", None)
+    diffs = tuple(pick()) if callable(pick) else ()
+    if not diffs:
         return []
+    items = [{"index": d.index, "op": d.type, "name": d.name, "bsp_compiler": d.bsp_compiler,
+              "bsp_placement": d.bsp_placement, "newest_compiler": d.other_compiler,
+              "newest_placement": d.other_placement, "reason": d.reason} for d in diffs]
     listed = ", ".join(f"{i['op']} #{i['index']}" for i in items[:MAX_LISTED])
     return [make("placement.bsp-compiler-cpu",
-                 f"{name} on {target}: the BSP's compiler puts {len(items)} op(s) on the CPU that the newest "
-                 f"compiler places on the NPU: {listed}", target=target, evidence={"ops": items})]
+                 f"{name} on {target}: {items[0]['bsp_compiler']} (the BSP's) puts {len(items)} op(s) on the CPU "
+                 f"that {items[0]['newest_compiler']} places on the NPU: {listed}", target=target,
+                 evidence={"bsp": getattr(report, "bsp", ""), "ops": items})]
