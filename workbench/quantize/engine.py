@@ -217,6 +217,9 @@ def _resolve_calibration(calibration: Any, dataset: Any, size: int | None) -> _C
                                    "calibration set with `dataset=`) or `dataset=` to use its calibration split.")
         splits = getattr(dataset, "splits", ())
         calibration = dataset.select(split="calibration") if "calibration" in splits else dataset
+    from ..data.images import ImageFiles
+    if isinstance(calibration, ImageFiles):      # a dataset's lazily decoded pixels (dataset.x)
+        calibration = np.asarray(calibration)
     if isinstance(calibration, np.ndarray):
         x = calibration
         ids: tuple[str, ...] = ()
