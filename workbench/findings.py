@@ -411,6 +411,10 @@ def target_findings(folder: Any) -> Findings:
     calibration = results.get("calibration")
     placement = results.get("placement")
     dataset = _dataset_of(folder, calibration)
+    if calibration is None and folder.file("calibration").is_file():
+        # a record that no longer loads (edited ids, stale hash) is still read as raw data
+        from .calibration.findings import file_findings
+        groups.append(Findings(tuple(file_findings(folder.file("calibration"), target=target))))
     for stage, result in results.items():
         if result is None or stage.startswith("_"):
             continue

@@ -1,0 +1,69 @@
+"""A run folder with planted traps: `run_findings` and `workbench findings` collect every stage's findings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from workbench.findings import run_findings
+from workbench.runs import RunFolder
+
+from .zoo import _calibration_set, _steady, _timing, small_dataset
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    data = small_dataset(pool_conditions={"day": 200, "night": 200})
+    folder = RunFolder(tmp_path / "run-1", target="imx93", dataset="trap-data")
+    cal = _calibration_set(data, [f"cal-day-{i}" for i in range(100)] + [f"cal-night-{i}" for i in range(100)])
+    path = folder.save("calibration", cal)
+    record = json.loads(path.read_text())
+    record["result"]["sample_ids"][0] = "test-night-3"        # edited after curation: a test id, hash stale
+    path.write_text(json.dumps(record))
+    folder.save("timing", _timing(_steady(20)))
+    return tmp_path / "run-1"
+
+
+def test_run_findings_collects_every_stage(run_dir):
+    found = run_findings(run_dir)
+    assert {"calibration.hash-mismatch", "timing.too-few-runs"} <= set(found.codes)
+    assert found.max_severity == "error" and all(f.target == "imx93" for f in found)
+    (mismatch,) = found.with_code("calibration.hash-mismatch")
+    assert mismatch.evidence["file"].endswith("calibration.json")
+
+
+def test_run_findings_errors_name_the_folder(tmp_path):
+    from workbench.errors import WorkbenchError
+    with pytest.raises(WorkbenchError, match="no such run folder"):
+        run_findings(tmp_path / "nope")
+    with pytest.raises(WorkbenchError, match="no target folders"):
+        run_findings(tmp_path)
+
+
+def _cli(argv):
+    from workbench import findings_commands
+    parser = argparse.ArgumentParser(prog="workbench")
+    findings_commands.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_findings_command_lists_and_fails_above(run_dir, capsys):
+    assert _cli(["findings", str(run_dir), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["max_severity"] == "error" and data["counts"]["error"] >= 1
+    assert any(f["code"] == "calibration.hash-mismatch" for f in data["findings"])
+    assert _cli(["findings", str(run_dir), "--fail-above", "warning"]) == 1
+    text = capsys.readouterr().out
+    assert "ERROR [imx93] calibration.hash-mismatch" in text and "next:" in text
+    assert _cli(["findings", str(run_dir), "--min-severity", "error", "--json"]) == 0
+    assert {f["severity"] for f in json.loads(capsys.readouterr().out)["findings"]} == {"error"}
+
+
+def test_findings_command_writes_the_catalogue(tmp_path, capsys):
+    from workbench.findings import catalogue_markdown
+    out = tmp_path / "findings.md"
+    assert _cli(["findings", "--docs", str(out)]) == 0
+    assert out.read_text() == catalogue_markdown()
