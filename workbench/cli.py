@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "workbench.sweep.commands",
     "workbench.diff",
     "workbench.toolenv_commands",
+    "workbench.findings_commands",
 )
 
 
