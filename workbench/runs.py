@@ -565,9 +565,9 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
         placement_authority=placement.get("authority"),
         latency_ms=None if latency.get("p50") is None else latency["p50"] / 1000.0,
         latency_p99_ms=None if latency.get("p99") is None else latency["p99"] / 1000.0,
-        latency_kind=latency_label(source, board=timing.get("board") or timing.get("destination"),
-                                   delegate=os.path.basename(timing.get("delegate") or "") or None)
-        if source else None,
+        latency_kind=(timing.get("latency_label") or latency_label(
+            source, board=timing.get("board") or timing.get("destination"),
+            delegate=os.path.basename(timing.get("delegate") or "") or None)) if source else None,
         latency_source=source,
         vela_estimate_ms=placement.get("estimated_latency_ms"),
         vela_label=VELA_ESTIMATE if placement.get("estimated_latency_ms") is not None else None,
