@@ -24,9 +24,9 @@ from pathlib import Path
 
 
 def build_model(folder: Path) -> Path:
+    import keras
     import numpy as np
     import tensorflow as tf
-    import keras
 
     keras.utils.set_random_seed(0)
     inp = keras.Input((96, 96, 3))

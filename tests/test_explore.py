@@ -195,6 +195,7 @@ def test_notebook_passes_every_parameter_to_the_explorer():
     import inspect
 
     import nbformat
+
     from workbench.explore import explorer
     nb = nbformat.read(NOTEBOOK, as_version=4)
     params = [line.split(":")[0] for line in nb.cells[1].source.splitlines() if line.strip()]

@@ -147,8 +147,8 @@ class RunDiff(Result):
 
     def _repr_html_(self) -> str:
         from . import display
-        parts = [display.heading("Run diff"), display.paragraph(f"{self.run_a} -> {self.run_b}: "
-                                                                 + ("REGRESSION" if self.regressed else "no regression"))]
+        verdict = "REGRESSION" if self.regressed else "no regression"
+        parts = [display.heading("Run diff"), display.paragraph(f"{self.run_a} -> {self.run_b}: {verdict}")]
         for t in self.targets:
             parts.append(display.heading(t.target))
             parts.append(display.table(("field", "A", "B"), [(c.field, c.a, c.b) for c in t.changes]

@@ -26,19 +26,27 @@ import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ._results import Result
 from ._validation import check_choice, check_positive_int
 from .calibration.audit import CoverageAudit
 from .calibration.curate import STRATEGIES, CalibrationSet
-from .errors import missing_file
-from .errors import (CalibrationError, DataError, ModelError, PlacementError, QuantizationError, TargetError,
-                     WorkbenchError, WorkbenchWarning)
+from .errors import (
+    CalibrationError,
+    DataError,
+    ModelError,
+    PlacementError,
+    QuantizationError,
+    TargetError,
+    WorkbenchError,
+    WorkbenchWarning,
+    missing_file,
+)
 from .evaluate.accuracy import AccuracyReport
 from .placement.analyze import PlacementReport
 from .quantize.engine import QuantizedModel
-from .quantize.recipe import RECIPES, get_recipe
+from .quantize.recipe import RECIPES
 from .targets import TARGET_IDS
 
 RECIPE_LABELS = {
@@ -93,7 +101,7 @@ class Exploration(Result):
     quantized: QuantizedModel
     accuracy: AccuracyReport
     audit: CoverageAudit
-    placement: Optional[PlacementReport]
+    placement: PlacementReport | None
     placement_error: str = ""
     warnings: tuple[str, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
@@ -139,6 +147,7 @@ class Exploration(Result):
 
     def _repr_html_(self) -> str:
         import matplotlib.pyplot as plt
+
         from . import display
         from .findings import findings_html
         fig = self.figure()

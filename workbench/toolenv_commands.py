@@ -25,8 +25,8 @@ def register(sub: Any) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from ._cli import emit
     from . import toolenv
+    from ._cli import emit
     rows = []
     for name, tool in toolenv.TOOLS.items():
         env = toolenv.find(name)
@@ -39,8 +39,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace) -> int:
-    from ._cli import emit
     from . import toolenv
+    from ._cli import emit
     for name in args.names:  # unknown names fail before anything is installed
         toolenv.spec(name)
     envs = [toolenv.ensure(name, force=args.force) for name in args.names]

@@ -26,6 +26,7 @@ def launch_dir(tmp_path_factory):
 def batch(batch_out, launch_dir, reference):
     """``run_batch`` on imx8mp and imx93 (jobs=2) into a session folder, started from ``launch_dir``."""
     import os
+
     from workbench.batch import run_batch
     previous = os.getcwd()
     os.chdir(launch_dir)

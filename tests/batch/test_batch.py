@@ -141,8 +141,12 @@ def test_quality_gate_passes_and_fails_with_a_reason_per_violation(batch, batch_
     assert any("imx8mp: latency not checked" in n for n in report.notes)
     board = tmp_path / "board.yaml"
     board.write_text("latency:\n  max_ms: 0.000001\n  source: board\n")
+    report = check_quality_gate(summary, load_gate(board))     # host timings are no board measurement
+    assert not report.passed and len(report.violations) == 2
+    assert all("no board measurement" in v.reason and "host CPU" in v.reason for v in report.violations)
+    board.write_text("latency:\n  max_ms: 0.000001\n  source: board\n  allow_missing: true\n")
     report = check_quality_gate(summary, load_gate(board))
-    assert report.passed and len(report.notes) == 2
+    assert report.passed and len(report.notes) == 2 and all("allow_missing" in n for n in report.notes)
 
 
 def test_quality_gate_accuracy_drop(batch, batch_out, tmp_path):

@@ -146,9 +146,9 @@ def remote_workdir(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
     """A tiny Keras CNN converted to FP32 and to full-INT8 TFLite (representative dataset)."""
+    import keras
     import numpy as np
     import tensorflow as tf
-    import keras
 
     root = tmp_path_factory.mktemp("models")
     keras.utils.set_random_seed(0)

@@ -5,19 +5,16 @@ from __future__ import annotations
 import json
 import types
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from workbench.board.runners import find_benchmark_model, run_benchmark_model
-from workbench.board.ssh import SSHTransport
-from workbench.board.timing import (HOST_CPU, TimingOptions, TimingResult, coverage_from_log,
-                                    cross_check, time_on_board)
 from workbench.board.parse import read_benchmark_log
+from workbench.board.runners import find_benchmark_model, run_benchmark_model
+from workbench.board.timing import HOST_CPU, TimingOptions, TimingResult, coverage_from_log, cross_check, time_on_board
 from workbench.errors import BoardError, ModelError, WorkbenchWarning
 
-from .conftest import FIXTURES, HERE, HOSTILE_NAME
+from .conftest import FIXTURES, HOSTILE_NAME
 
 
 @pytest.fixture(scope="module")

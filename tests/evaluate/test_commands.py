@@ -35,7 +35,7 @@ def test_text_table_and_gate_exit_codes(capsys, reference, int8_models, report):
     code, out, _ = _run(capsys, "reference", int8_models["pc"], int8_models["pt"], "--names", "pc,pt")
     assert code == 0
     assert "condition" in out and "drop CI (pp)" in out
-    line = next(l for l in out.splitlines() if l.startswith("sensor-noise") and " pt " in l)
+    line = next(ln for ln in out.splitlines() if ln.startswith("sensor-noise") and " pt " in ln)
     assert f"{report.accuracy('sensor-noise', 'pt'):.2%}" in line
     code, out, _ = _run(capsys, "reference", int8_models["pc"], int8_models["pt"], "--names", "pc,pt",
                         "--max-drop", "100", "--min-agreement", "1.0")

@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 
 from workbench.errors import DataError, ModelError
-from workbench.models.contract import (ContractError, InputContract, card_path, check_pixels, contract_from_mapping,
-                                       read_card, resolve_contract, write_card)
+from workbench.models.contract import (
+    ContractError,
+    InputContract,
+    card_path,
+    check_pixels,
+    contract_from_mapping,
+    read_card,
+    resolve_contract,
+    write_card,
+)
 
 
 def _onnx_model(path, shape=(1, 3, 12, 10)):

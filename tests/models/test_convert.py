@@ -103,7 +103,7 @@ def test_calibration_file_holds_our_samples_resized(tmp_path):
 
 
 def test_quantize_onnx_with_the_tflite_recipes(converted, tiny_onnx, tmp_path):
-    from workbench.quantize.engine import quantize   # not wb.quantize: importing workbench.quantize.* rebinds it
+    from workbench.quantize.engine import quantize  # not wb.quantize: importing workbench.quantize.* rebinds it
     x = nhwc_images(60, seed=2)
     q = quantize(tiny_onnx, "a8w8_pc", x, output=tmp_path / "int8")
     assert q.format == "tflite" and q.full_integer and q.weight_granularity == "per_channel"

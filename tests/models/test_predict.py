@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 
 from workbench.errors import ModelError, WorkbenchWarning
-from workbench.models.predict import (batch_free_tflite, dequantize_output, load_predictor, quantize_input,
-                                      resolve_model_path)
+from workbench.models.predict import (
+    batch_free_tflite,
+    dequantize_output,
+    load_predictor,
+    quantize_input,
+    resolve_model_path,
+)
 
 W = np.random.default_rng(0).normal(size=(64, 3)).astype(np.float32)
 

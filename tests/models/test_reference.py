@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
+from workbench.errors import ModelError
 from workbench.models.formats import model_format
 from workbench.models.tflite_graph import read_tflite
-from workbench.errors import ModelError
 
 
 def test_reference_model_exports_and_accuracy(reference):
@@ -97,6 +97,7 @@ def test_reference_uses_the_shipped_weights_and_reproduces_their_numbers(referen
 
 def test_damaged_shipped_weights_are_refused(tmp_path, monkeypatch):
     import shutil
+
     from workbench.models import reference as ref
     copy = tmp_path / "weights"
     shutil.copytree(ref.SHIPPED_DIR, copy)

@@ -40,9 +40,9 @@ def _build(tmp, name, *, sin=False, dynamic=False):
 def models(tmp_path_factory):
     """Paths: `keras` (conv/dw/dense), `sin` (SavedModel, dynamic batch, float-only SIN in the middle),
     `dynamic` (unknown H and W), `onnx`."""
+    import onnx
     import tensorflow as tf
     import tf2onnx
-    import onnx
     tmp = tmp_path_factory.mktemp("qmodels")
     keras_model, keras_path = _build(tmp, "tiny")
     _, sin_path = _build(tmp, "tiny_sin", sin=True)

@@ -33,7 +33,7 @@ def test_onnx_per_channel_axis_is_the_output_channel(quantized_onnx):
 
 
 def test_onnx_per_tensor_has_one_scale_per_weight(quantized_onnx):
-    for op, wshape, sshape, axis, zp in _dq_weights(quantized_onnx["a8w8_pt"].path):
+    for _op, _wshape, sshape, _axis, zp in _dq_weights(quantized_onnx["a8w8_pt"].path):
         assert sshape == () and int(zp) == 0
     q = quantized_onnx["a8w8_pt"]
     assert q.weight_granularity == "per_tensor" and q.full_integer

@@ -79,6 +79,7 @@ def export_html(notebook: str | os.PathLike, *, hide_code: bool = False, header:
     import nbformat
     from nbconvert import HTMLExporter
     from pygments.formatters import HtmlFormatter
+
     from .. import display
     nb = nbformat.read(str(notebook), as_version=4)
     if scrubber is not None:

@@ -83,8 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _bench(args: argparse.Namespace) -> int:
     from .._cli import emit
-    from .timing import time_on_board
-    from .timing import TimingOptions
+    from .timing import TimingOptions, time_on_board
     options = TimingOptions(runner=args.runner, runs=args.runs, warmup=args.warmup,
                             threads=args.threads, delegate=args.delegate, python=args.python,
                             benchmark_model=args.benchmark_model, workdir=args.workdir,

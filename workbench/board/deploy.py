@@ -11,7 +11,6 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from .._io import sha256_bytes
 from .._results import Result
@@ -31,21 +30,21 @@ class Deployed:
 class BoardFingerprint(Result):
     """The state of a board at measurement time (``None`` where it could not be read)."""
 
-    kernel: Optional[str] = None
-    os_release: Optional[str] = None
-    machine: Optional[str] = None
-    cpu_governor: Optional[str] = None
-    temperature_c: Optional[float] = None
-    tflite_runtime: Optional[str] = None
-    delegate_file: Optional[str] = None     # the delegate's resolved path (often carries a version)
-    delegate_package: Optional[str] = None  # package owning the delegate, where a package DB exists
-    bsp_release: Optional[str] = None       # NXP BSP release (lf-6.6.3_1.0.0) from os-release/buildinfo
-    os_version_id: Optional[str] = None     # VERSION_ID / BUILD_ID of /etc/os-release
-    buildinfo: Optional[str] = None         # /etc/buildinfo's DISTRO / layer lines (Yocto images)
-    delegate_sha256: Optional[str] = None
-    delegate_version: Optional[str] = None  # from the package, the .so version suffix, or its strings
-    benchmark_model_version: Optional[str] = None
-    vela_version: Optional[str] = None      # `vela --version` on the board, when vela is there
+    kernel: str | None = None
+    os_release: str | None = None
+    machine: str | None = None
+    cpu_governor: str | None = None
+    temperature_c: float | None = None
+    tflite_runtime: str | None = None
+    delegate_file: str | None = None     # the delegate's resolved path (often carries a version)
+    delegate_package: str | None = None  # package owning the delegate, where a package DB exists
+    bsp_release: str | None = None       # NXP BSP release (lf-6.6.3_1.0.0) from os-release/buildinfo
+    os_version_id: str | None = None     # VERSION_ID / BUILD_ID of /etc/os-release
+    buildinfo: str | None = None         # /etc/buildinfo's DISTRO / layer lines (Yocto images)
+    delegate_sha256: str | None = None
+    delegate_version: str | None = None  # from the package, the .so version suffix, or its strings
+    benchmark_model_version: str | None = None
+    vela_version: str | None = None      # `vela --version` on the board, when vela is there
 
     def summary(self) -> str:
         parts = [p for p in (self.bsp_release, self.os_release, self.kernel, self.tflite_runtime)

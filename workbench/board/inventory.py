@@ -28,7 +28,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .._results import Result
 from ..errors import BoardError
@@ -61,8 +61,8 @@ class Destination:
     """An SSH destination split into its parts (host may be an OpenSSH alias)."""
 
     host: str
-    user: Optional[str] = None
-    port: Optional[int] = None
+    user: str | None = None
+    port: int | None = None
 
     def __str__(self) -> str:
         text = f"{self.user}@{self.host}" if self.user else self.host
@@ -99,12 +99,12 @@ class Board(Result):
     name: str
     destination: str
     target: str
-    delegate: Optional[str] = None
-    benchmark_model: Optional[str] = None
+    delegate: str | None = None
+    benchmark_model: str | None = None
     workdir: str = DEFAULT_WORKDIR
     python: str = DEFAULT_PYTHON
-    ssh_config: Optional[str] = None
-    known_hosts: Optional[str] = None
+    ssh_config: str | None = None
+    known_hosts: str | None = None
     description: str = ""
     source: str = ""
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 from .._results import Result
 from ..errors import BenchmarkParseError
@@ -103,15 +102,15 @@ class RunStats:
     """One ``count=... first=... curr=... min=... max=... avg=... std=...`` line, as stated."""
 
     count: int
-    first: Optional[float] = None
-    curr: Optional[float] = None
-    min: Optional[float] = None
-    max: Optional[float] = None
-    avg: Optional[float] = None
-    std: Optional[float] = None
-    p5: Optional[float] = None
-    median: Optional[float] = None
-    p95: Optional[float] = None
+    first: float | None = None
+    curr: float | None = None
+    min: float | None = None
+    max: float | None = None
+    avg: float | None = None
+    std: float | None = None
+    p5: float | None = None
+    median: float | None = None
+    p95: float | None = None
     all_same: bool = False
 
 
@@ -127,9 +126,9 @@ class DelegateInfo:
 
     name: str
     coverage: str
-    kernels: Optional[int] = None
-    nodes_delegated: Optional[int] = None
-    nodes_total: Optional[int] = None
+    kernels: int | None = None
+    nodes_delegated: int | None = None
+    nodes_total: int | None = None
     line: str = ""
 
 
@@ -138,12 +137,12 @@ class OpRow:
     """A row of an op-profiling "Run Order" table (times in ms)."""
 
     node_type: str
-    first_ms: Optional[float]
-    avg_ms: Optional[float]
-    percent: Optional[float]
-    times_called: Optional[int]
+    first_ms: float | None
+    avg_ms: float | None
+    percent: float | None
+    times_called: int | None
     name: str
-    start_ms: Optional[float] = None
+    start_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -152,9 +151,9 @@ class OpTypeSummary:
 
     node_type: str
     count: int
-    avg_ms: Optional[float]
-    avg_percent: Optional[float] = None
-    times_called: Optional[int] = None
+    avg_ms: float | None
+    avg_percent: float | None = None
+    times_called: int | None = None
 
 
 @dataclass(frozen=True)
@@ -166,34 +165,34 @@ class BenchmarkLog(Result):
     from the initialization section (kept apart in ``init_op_summary``).
     """
 
-    init_us: Optional[float] = None
-    first_inference_us: Optional[float] = None
-    warmup_avg_us: Optional[float] = None
-    inference_avg_us: Optional[float] = None
-    warmup: Optional[RunStats] = None
-    inference: Optional[RunStats] = None
-    initialized_session_ms: Optional[float] = None
-    model_size_mb: Optional[float] = None
-    memory_init_mb: Optional[float] = None
-    memory_overall_mb: Optional[float] = None
-    memory_kind: Optional[str] = None        # "peak" (older builds) or "delta" (newer)
-    peak_memory_mb: Optional[float] = None
-    graph: Optional[str] = None
-    external_delegate_path: Optional[str] = None
+    init_us: float | None = None
+    first_inference_us: float | None = None
+    warmup_avg_us: float | None = None
+    inference_avg_us: float | None = None
+    warmup: RunStats | None = None
+    inference: RunStats | None = None
+    initialized_session_ms: float | None = None
+    model_size_mb: float | None = None
+    memory_init_mb: float | None = None
+    memory_overall_mb: float | None = None
+    memory_kind: str | None = None        # "peak" (older builds) or "delta" (newer)
+    peak_memory_mb: float | None = None
+    graph: str | None = None
+    external_delegate_path: str | None = None
     delegates: tuple[DelegateInfo, ...] = ()
     op_summary: tuple[OpTypeSummary, ...] = ()
     op_profile: tuple[OpRow, ...] = ()
     init_op_summary: tuple[OpTypeSummary, ...] = ()
-    nodes_executed: Optional[int] = None
+    nodes_executed: int | None = None
     messages: tuple[str, ...] = ()            # WARNING:/ERROR: lines that did not end the run
     unconsumed_flags: tuple[str, ...] = ()    # flags this benchmark_model build did not know
-    ignored_delegate: Optional[str] = None    # delegate path among them, no delegate line after it
+    ignored_delegate: str | None = None    # delegate path among them, no delegate line after it
     log_warnings: tuple[str, ...] = ()        # what the parser wants a reader to know
     starts_mid_run: bool = False              # a tail: the log's beginning is not in the text
 
     # --- derived ------------------------------------------------------------------------
     @property
-    def npu_share(self) -> Optional[float]:
+    def npu_share(self) -> float | None:
         """Share of ops an NPU delegate took, only where a line states node counts.
 
         XNNPACK (a CPU delegate) never counts as NPU.
@@ -204,7 +203,7 @@ class BenchmarkLog(Result):
         return None
 
     @property
-    def cpu_op_rows(self) -> Optional[tuple[OpRow, ...]]:
+    def cpu_op_rows(self) -> tuple[OpRow, ...] | None:
         """Op-profiling rows that are not an NPU delegate kernel (ops the CPU ran), if profiled."""
         if not self.op_profile:
             return None
@@ -274,7 +273,7 @@ def is_npu_kernel(node_type: str) -> bool:
     return "delegate" in low or low in {op.lower() for op in ALL_NPU_CUSTOM_OPS}
 
 
-def clean_line(raw: str) -> tuple[str, Optional[str]]:
+def clean_line(raw: str) -> tuple[str, str | None]:
     """Strip logcat/indent/level prefixes; return (content, level or None)."""
     line = raw.rstrip("\r\n")
     stripped = line.strip()
@@ -331,7 +330,7 @@ def _split_row(line: str) -> list[str]:
     return [c.strip() for c in cells if c.strip() != ""]
 
 
-def _opt_float(cells: dict[str, str], key: str) -> Optional[float]:
+def _opt_float(cells: dict[str, str], key: str) -> float | None:
     value = cells.get(key)
     if value is None:
         return None
@@ -343,7 +342,7 @@ def _opt_float(cells: dict[str, str], key: str) -> Optional[float]:
     return number if math.isfinite(number) else None   # a profile cell, not a timing
 
 
-def _opt_int(cells: dict[str, str], key: str) -> Optional[int]:
+def _opt_int(cells: dict[str, str], key: str) -> int | None:
     value = _opt_float(cells, key)
     return None if value is None else int(value)
 
@@ -366,7 +365,7 @@ def parse_benchmark_output(text: str, *, source: str = "benchmark_model output")
     op_profile: list[OpRow] = []
     stats: list[tuple[int, RunStats]] = []     # (phase markers seen before it, stat line)
     unconsumed: list[str] = []
-    delegate_flag: Optional[str] = None
+    delegate_flag: str | None = None
     delegate_line_after_flag = False
     started = False        # the log's beginning is in the text (STARTING!, the flag echo)
     phase = 0               # "Running benchmark for ..." lines seen
@@ -475,8 +474,8 @@ def parse_benchmark_output(text: str, *, source: str = "benchmark_model output")
                         starts_mid_run=mid_run, **fields)
 
 
-def _parse_line(line: str, level: Optional[str], fields: dict, delegates: list, messages: list,
-                stats: list, phase: int, section: Optional[str]) -> bool:
+def _parse_line(line: str, level: str | None, fields: dict, delegates: list, messages: list,
+                stats: list, phase: int, section: str | None) -> bool:
     """One line outside the op-profiling tables; returns True when it is benchmark output.
 
     Sets ``fields['_phase']`` for a "Running benchmark" line and ``fields['_delegate_seen']``
@@ -542,7 +541,7 @@ def _parse_line(line: str, level: Optional[str], fields: dict, delegates: list, 
     return False
 
 
-def _close(a: Optional[float], b: Optional[float]) -> bool:
+def _close(a: float | None, b: float | None) -> bool:
     """Equal as printed: the summary line rounds to 6 significant digits."""
     return a is not None and b is not None and abs(a - b) <= 1e-5 * max(abs(a), abs(b), 1.0)
 

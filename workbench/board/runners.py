@@ -14,7 +14,7 @@ import json
 import math
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import BenchmarkParseError, BoardError
 from .parse import BenchmarkLog, parse_benchmark_output
@@ -30,13 +30,13 @@ class RawRun:
     """What a runner measured, before statistics."""
 
     runner: str
-    runtime: Optional[str] = None
-    cold_start_us: Optional[float] = None
-    first_inference_us: Optional[float] = None
+    runtime: str | None = None
+    cold_start_us: float | None = None
+    first_inference_us: float | None = None
     warmup_us: tuple[float, ...] = ()
     runs_us: tuple[float, ...] = ()
-    n_ops: Optional[int] = None
-    log: Optional[BenchmarkLog] = None
+    n_ops: int | None = None
+    log: BenchmarkLog | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     stdout: str = ""            # the runner's raw output (what a recording keeps)
     stderr: str = ""
@@ -153,7 +153,7 @@ def accuracy_from_output(stdout: str, *, stderr: str = "", returncode: int = 0,
     return payload
 
 
-def _last_json(stdout: str) -> Optional[dict]:
+def _last_json(stdout: str) -> dict | None:
     for line in reversed(stdout.splitlines()):
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):

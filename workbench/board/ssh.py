@@ -26,7 +26,6 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
 
 from .._validation import check_range
 from ..errors import BoardError, HostKeyError
@@ -267,7 +266,7 @@ class LocalTransport:
         self.command_timeout = check_timeout("command_timeout", command_timeout)
 
     def run(self, argv: Sequence[str], *, timeout: float | None = None, check: bool = True,
-            stdin: Optional[bytes] = None) -> RemoteResult:
+            stdin: bytes | None = None) -> RemoteResult:
         limit = check_timeout("timeout", self.command_timeout if timeout is None else timeout)
         try:
             proc = subprocess.run(list(map(os.fspath, argv)), input=stdin, capture_output=True,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
 
 from .._results import Result
 from ..errors import BoardError
@@ -35,18 +34,18 @@ class LatencyStats(Result):
     """
 
     n: int
-    mean: Optional[float] = None
-    std: Optional[float] = None
-    p50: Optional[float] = None
-    p90: Optional[float] = None
-    p99: Optional[float] = None
-    min: Optional[float] = None
-    max: Optional[float] = None
-    p99_ci: Optional[tuple[float, float]] = None
-    ci_level: Optional[float] = None
+    mean: float | None = None
+    std: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p99_ci: tuple[float, float] | None = None
+    ci_level: float | None = None
 
     def summary(self) -> str:
-        def ms(v: Optional[float]) -> str:
+        def ms(v: float | None) -> str:
             return "n/a" if v is None else f"{v / 1000:.3f} ms"
         ci = ""
         if self.p99_ci is not None:
@@ -80,7 +79,7 @@ def summarize_latencies(samples_us: Sequence[float], *, seed: int = 0, n_boot: i
         p99_ci=(low, high), ci_level=ci_level)
 
 
-def still_falling(samples_us: Sequence[float]) -> Optional[str]:
+def still_falling(samples_us: Sequence[float]) -> str | None:
     """Return a reason if the kept runs are still getting faster, else ``None``.
 
     Flags when the first quarter's median exceeds the last quarter's by more than

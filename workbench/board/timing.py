@@ -17,7 +17,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .._io import sha256_file
 from .._results import Result
@@ -43,10 +43,10 @@ class DelegateCoverage(Result):
 
     coverage: str                       # complete | partial | none | unknown
     source: str
-    npu_ops: Optional[int] = None
-    total_ops: Optional[int] = None
-    npu_share: Optional[float] = None
-    kernels: Optional[int] = None
+    npu_ops: int | None = None
+    total_ops: int | None = None
+    npu_share: float | None = None
+    kernels: int | None = None
     cpu_op_types: tuple[str, ...] = ()
 
     def summary(self) -> str:
@@ -60,13 +60,13 @@ class DelegateCoverage(Result):
 class CoverageCheck(Result):
     """Measured NPU share against the host's placement prediction."""
 
-    agree: Optional[bool]
-    measured_share: Optional[float]
-    predicted_share: Optional[float]
-    measured_npu_ops: Optional[int]
-    predicted_npu_ops: Optional[int]
-    measured_total_ops: Optional[int]
-    predicted_total_ops: Optional[int]
+    agree: bool | None
+    measured_share: float | None
+    predicted_share: float | None
+    measured_npu_ops: int | None
+    predicted_npu_ops: int | None
+    measured_total_ops: int | None
+    predicted_total_ops: int | None
     detail: str
 
     def summary(self) -> str:
@@ -109,27 +109,27 @@ class TimingResult(Result):
     n_warmup: int
     n_runs: int
     latency_us: LatencyStats
-    cold_start_us: Optional[float] = None
-    first_inference_us: Optional[float] = None
+    cold_start_us: float | None = None
+    first_inference_us: float | None = None
     warmup_us: tuple[float, ...] = ()
     runs_us: tuple[float, ...] = ()
-    board: Optional[str] = None
-    target: Optional[str] = None
-    destination: Optional[str] = None
-    delegate: Optional[str] = None
-    runtime: Optional[str] = None
-    still_falling: Optional[str] = None
-    coverage: Optional[DelegateCoverage] = None
-    fingerprint: Optional[BoardFingerprint] = None
-    log: Optional[BenchmarkLog] = None
+    board: str | None = None
+    target: str | None = None
+    destination: str | None = None
+    delegate: str | None = None
+    runtime: str | None = None
+    still_falling: str | None = None
+    coverage: DelegateCoverage | None = None
+    fingerprint: BoardFingerprint | None = None
+    log: BenchmarkLog | None = None
     notes: tuple[str, ...] = ()
     measured_at: str = ""
     latency_kind: str = ""              # a vocab.LatencySource value (derived when empty)
     latency_label: str = ""             # the text shown beside the number (derived when empty)
-    replayed_from: Optional[str] = None     # the recording's folder name, for a replay
+    replayed_from: str | None = None     # the recording's folder name, for a replay
     replayed_at: str = ""                   # when it was replayed (measured_at is the board's time)
     placement_mismatches: tuple[PlacementMismatch, ...] = ()
-    accuracy: Optional[BoardAccuracy] = None
+    accuracy: BoardAccuracy | None = None
 
     def __post_init__(self) -> None:
         if not self.latency_kind:
@@ -155,7 +155,7 @@ class TimingResult(Result):
     def summary(self) -> str:
         lat = self.latency_us
 
-        def ms(v: Optional[float]) -> str:
+        def ms(v: float | None) -> str:
             return "n/a" if v is None else f"{v / 1000:.3f} ms"
         text = (f"[{self.latency_label}] {self.runner} runner on {self.where}: mean {ms(lat.mean)}, p50 {ms(lat.p50)}, "
                 f"p99 {ms(lat.p99)} over {self.n_runs} runs; cold start {ms(self.cold_start_us)}, "
@@ -253,7 +253,7 @@ class TimingResult(Result):
         return ax
 
 
-def _ms(value: Optional[float]) -> str:
+def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value / 1000:.3f} ms"
 
 
@@ -282,7 +282,7 @@ def _label_of(r: TimingResult) -> str:
 
 
 # --- coverage ---------------------------------------------------------------------------------
-def coverage_from_log(log: BenchmarkLog, *, total_ops: int | None = None) -> Optional[DelegateCoverage]:
+def coverage_from_log(log: BenchmarkLog, *, total_ops: int | None = None) -> DelegateCoverage | None:
     """Delegate coverage from a parsed log; ``None`` when the log says nothing about delegates."""
     from .parse import is_cpu_delegate
     npu_delegates = [d for d in log.delegates if not is_cpu_delegate(d.name)]
@@ -435,7 +435,8 @@ def time_on_board(model: str | os.PathLike, *, board: str | None = None,
     ``connect_timeout=``, ``command_timeout=``, ``seed=``, ``fingerprint=``), as before.
     ``record=DIR`` keeps the runner's raw output, the board fingerprint and the model's
     sha256 there; ``replay=DIR`` rebuilds the result from such a folder (or, in a folder
-    of recordings, the one made with this model) and refuses one made with another model.  ``accuracy`` (an :class:`AccuracySettings` or a dict of its
+    of recordings, the one made with this model) and refuses one made with another model.
+    ``accuracy`` (an :class:`AccuracySettings` or a dict of its
     fields: ``dataset``, ``fp32_model``, ``int8_model``, ``samples``, ``min_agreement``)
     adds FP32-host / INT8-host / INT8-board accuracy per condition.  With ``placement``
     (a ``PlacementReport``, or anything with ``npu_ops``/``cpu_ops``) the board's
@@ -597,7 +598,7 @@ def _measure(path: Path, session: _Session, options: TimingOptions, *,
                     asked_runs=options.runs, board=session.board, target=session.target,
                     destination=session.destination, delegate=session.delegate, fingerprint=fp,
                     seed=options.seed,
-                    measured_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                    measured_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                     accuracy=board_acc)
     if record is not None:
         from .record import Recording, save_recording
@@ -720,7 +721,7 @@ def _replay(path: Path, folder: Path, accuracy: AccuracySettings | None) -> Timi
                   warmup=rec.warmup or 0, asked_runs=rec.runs, board=rec.board, target=rec.target,
                   destination=None, delegate=rec.delegate, fingerprint=rec.fingerprint, seed=0,
                   measured_at=rec.recorded_at, accuracy=board_acc, replayed_from=folder.name,
-                  replayed_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+                  replayed_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
 
 
 def _with_placement(result: TimingResult, placement: Any) -> TimingResult:
@@ -747,8 +748,9 @@ def placement_mismatches(log: BenchmarkLog, placement: Any) -> tuple[PlacementMi
     if cpu_rows is None or not ops:
         return ()
     from collections import Counter
-    from .parse import is_npu_kernel
+
     from ..vocab import ALL_NPU_CUSTOM_OPS
+    from .parse import is_npu_kernel
     measured_cpu = Counter(r.node_type for r in cpu_rows)
     predicted_cpu = Counter(o.type for o in ops if o.placement == "CPU")
     predicted_npu = Counter(o.type for o in ops if o.placement == "NPU")
@@ -786,7 +788,7 @@ def _latency_from_log(log: BenchmarkLog) -> LatencyStats:
                         max=stat.max if not same else stat.curr)
 
 
-def _count_ops(path: Path) -> Optional[int]:
+def _count_ops(path: Path) -> int | None:
     try:
         from ..models.tflite_graph import read_tflite
         return len(read_tflite(path).ops)
@@ -801,6 +803,7 @@ class _LocalShell:
 
     def run_shell(self, command: str, *, check: bool = True, **_: Any):
         import subprocess
+
         from .ssh import RemoteResult
         proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60)
         return RemoteResult((command,), proc.returncode, proc.stdout, proc.stderr)

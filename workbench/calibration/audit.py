@@ -111,7 +111,8 @@ class CoverageAudit(Result):
                     f"{self.clip_threshold:.2%} under any of {len(self.conditions)} conditions ({self.split}).")
         worst = self.worst_by_condition()
         detail = ", ".join(f"{c} (up to {worst[c].clip_rate:.2%} at {worst[c].layer})" for c in self.add_conditions)
-        return f"coverage audit of {self.calibration_id}: {len(self.at_risk())} layer/condition pair(s) at risk; add {detail}."
+        return (f"coverage audit of {self.calibration_id}: {len(self.at_risk())} layer/condition pair(s) at risk; "
+                f"add {detail}.")
 
     def plot(self, ax: Any = None) -> Any:
         """Heatmap: clip rate per layer (rows) and condition (columns)."""
@@ -168,6 +169,7 @@ class CoverageAudit(Result):
 
     def _repr_html_(self) -> str:
         import matplotlib.pyplot as plt
+
         from .. import display
         fig = self.figure()
         picture = display.figure_html(fig, alt="coverage audit")
@@ -283,7 +285,8 @@ def _calibration_samples(calibration: Any, data: Any) -> tuple[Any, str, str, di
     return cal_data, cid, chash, conds
 
 
-def _ranges(keras_model: Any, x: np.ndarray, layers: tuple[str, ...], batch_size: int) -> dict[str, tuple[float, float]]:
+def _ranges(keras_model: Any, x: np.ndarray, layers: tuple[str, ...],
+            batch_size: int) -> dict[str, tuple[float, float]]:
     from .activations import activation_ranges
     raw = activation_ranges(keras_model, x, layers=layers, batch_size=batch_size)
     # the INT8 grid holds 0 exactly, so the calibrated range always includes it

@@ -18,7 +18,8 @@ def _weights(text: str) -> dict[str, float]:
             sep = ""
         if not sep or not name.strip():
             raise argparse.ArgumentTypeError(
-                f"--weights takes CONDITION=WEIGHT[,CONDITION=WEIGHT...], e.g. daylight=0.6,low-light=0.4; got {text!r}")
+                f"--weights takes CONDITION=WEIGHT[,CONDITION=WEIGHT...], e.g. daylight=0.6,low-light=0.4; "
+                f"got {text!r}")
     return out
 
 
@@ -64,7 +65,8 @@ def register(sub) -> None:
     audit.set_defaults(func=_audit)
 
     exp = sub.add_parser("calibrate-experiment",
-                         help="quantize with each calibration strategy (same size) and compare INT8 accuracy per condition")
+                         help="quantize with each calibration strategy (same size) and compare INT8 accuracy "
+                              "per condition")
     _add_data_model(exp, model_required=True)
     exp.add_argument("-n", type=int, required=True, help="calibration set size, the same for every strategy")
     exp.add_argument("--strategies", type=_strategies, default=STRATEGIES,
@@ -154,10 +156,11 @@ def _experiment(args) -> int:
     from .._io import check_output_path
     if args.plot:  # refuse a folder, device or link before any work
         check_output_path(args.plot)
+    import warnings
+
     from .._cli import emit
     from ..data.loaders import load_dataset
     from .experiment import compare_calibration_strategies
-    import warnings
     data = load_dataset(args.data)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

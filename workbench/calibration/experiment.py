@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -43,10 +43,10 @@ class ExperimentRow(Result):
     accuracy: float
     fp32_accuracy: float
     drop_pp: float
-    ci_low: Optional[float] = None
-    ci_high: Optional[float] = None
-    drop_ci_low: Optional[float] = None
-    drop_ci_high: Optional[float] = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    drop_ci_low: float | None = None
+    drop_ci_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +178,7 @@ class CalibrationExperiment(Result):
 
     def _repr_html_(self) -> str:
         import matplotlib.pyplot as plt
+
         from .. import display
         fig = self.figure()
         picture = display.figure_html(fig, alt="calibration strategies")
@@ -186,7 +187,8 @@ class CalibrationExperiment(Result):
         table = display.table(("condition", "FP32", *[f"{s} drop (pp)" for s in self.strategies]), rows,
                               caption="INT8 drop per condition")
         sets = display.table(("strategy", "seed", "set", *self.conditions),
-                             [(s.strategy, s.seed, s.id, *[s.conditions.get(c, 0) for c in self.conditions]) for s in self.sets],
+                             [(s.strategy, s.seed, s.id, *[s.conditions.get(c, 0) for c in self.conditions])
+                              for s in self.sets],
                              caption="Calibration sets (samples per condition)")
         return (display.heading("Calibration strategies compared") + display.paragraph(self.conclusion)
                 + "".join(display.paragraph(f"{s}: {v}") for s, v in self.verdicts.items())

@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +55,7 @@ class AccuracyRow(Result):
     drop_ci_high: float
     agreement: float
     is_reference: bool
-    per_class: tuple[Optional[float], ...] = ()
+    per_class: tuple[float | None, ...] = ()
     class_counts: tuple[int, ...] = ()
     confusion: tuple[tuple[int, ...], ...] = ()
 

@@ -26,6 +26,7 @@ YAML form (every section and key optional; a limit a file does not state is not 
       max_ms: 5.0
       statistic: p50              # p50 | p99
       source: measured            # measured | board | vela
+      allow_missing: false        # source board: pass (noted) when there is no board measurement
 
 Every number must be finite (NaN compares false with every value and would pass
 anything): a NaN or infinite limit is refused with its key's name.
@@ -49,7 +50,7 @@ from typing import Any
 from .._results import Result
 from .._validation import check_choice, check_range
 from ..errors import GateError, WorkbenchWarning, missing_file
-from ..vocab import TARGETS, is_board_source
+from ..vocab import TARGETS, LatencySource, is_board_source
 
 #: the drop limit ``check_gate(report)`` and ``workbench evaluate --max-drop/--min-agreement`` use by default
 DEFAULT_MAX_DROP_PP = 1.0
@@ -135,6 +136,7 @@ SCHEMA: dict[str, dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
         "max_ms": ("max_latency_ms", _optional_number),
         "statistic": ("latency_statistic", _text),
         "source": ("latency_source", _text),
+        "allow_missing": ("latency_allow_missing", _flag),
     },
 }
 
@@ -204,6 +206,7 @@ class Gate(Result):
     max_latency_ms: float | None = None
     latency_statistic: str = "p50"
     latency_source: str = "measured"
+    latency_allow_missing: bool = False     # source board: no board measurement is noted, not failed
     #: the file it was read from (not part of equality)
     source: str = field(default="", compare=False)
 
@@ -222,6 +225,7 @@ class Gate(Result):
             models = (self.models,) if isinstance(self.models, str) else tuple(self.models or ())
             object.__setattr__(self, "models", tuple(str(m) for m in models))
             object.__setattr__(self, "use_ci", bool(self.use_ci))
+            _flag("latency.allow_missing", self.latency_allow_missing)
             shares = self.min_npu_share
             shares = _shares("placement.min_npu_share", shares if shares not in ({}, None) else None)
             for t, v in shares.items():
@@ -313,7 +317,8 @@ class Gate(Result):
         if self.max_cpu_islands is not None:
             parts.append(f"CPU islands <= {self.max_cpu_islands}")
         if self.max_latency_ms is not None:
-            parts.append(f"{self.latency_statistic} latency ({self.latency_source}) <= {self.max_latency_ms:g} ms")
+            parts.append(f"{self.latency_statistic} latency ({self.latency_source}) <= {self.max_latency_ms:g} ms"
+                         + (" (board measurement may be missing)" if self.latency_allow_missing else ""))
         return "; ".join(parts) or "no limits"
 
 
@@ -510,13 +515,24 @@ def _check_latency(t: Any, gate: Gate, add: Callable[..., None], notes: list[str
                 value=t.vela_estimate_ms)
         return
     value = t.latency_ms if gate.latency_statistic == "p50" else t.latency_p99_ms
+    source = getattr(t, "latency_source", None)
+    # a replayed recording is a board measurement (CI without a board gates on replays)
+    on_board = is_board_source(source) or source == LatencySource.REPLAYED
+    if gate.latency_source == "board" and not on_board:
+        reason = (f"no board measurement: latency was timed on the {t.latency_kind}" if t.latency_kind
+                  else "no board measurement (the timing stage did not run)")
+        if gate.latency_allow_missing:
+            notes.append(f"{t.target}: latency not checked ({reason}; allow_missing: true)")
+        else:
+            add(t.target, "latency.max_ms", f"{reason}, and the gate asks for a board (latency source: board). "
+                "Next: time on a board, replay a board recording (--replay), or set allow_missing: true")
+        return
     if t.latency_kind is None or value is None:
         add(t.target, "latency.max_ms", f"no {gate.latency_statistic} latency (the timing stage did not run)")
-        return
-    on_board = is_board_source(getattr(t, "latency_source", None))
-    if gate.latency_source == "board" and not on_board:
-        notes.append(f"{t.target}: latency not checked (timed on the {t.latency_kind}; the gate asks for a board)")
         return
     if value > limit:
         add(t.target, "latency.max_ms", f"{gate.latency_statistic} latency is {value:.3f} ms ({t.latency_kind}), "
             f"above the limit of {limit:g} ms", limit=limit, value=value)
+    else:   # a passing latency line names where the number comes from, too
+        notes.append(f"{t.target}: {gate.latency_statistic} latency {value:.3f} ms ({t.latency_kind}) within "
+                     f"the limit of {limit:g} ms")

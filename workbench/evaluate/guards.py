@@ -164,8 +164,8 @@ def _probe_correct(path: str, probe: Any, contract: InputContract, data_hash: st
     from .._io import sha256_file
     from ..models.predict import load_predictor
     from . import cache as eval_cache
-    key = eval_cache.cache_key(sha256_file(path), data_hash, "probe", "|".join(probe.ids[:1].tolist()) + str(len(probe)),
-                               contract=contract.to_params())
+    key = eval_cache.cache_key(sha256_file(path), data_hash, "probe",
+                               "|".join(probe.ids[:1].tolist()) + str(len(probe)), contract=contract.to_params())
     out = eval_cache.load_outputs(key, probe.ids) if cache else None
     if out is None:
         predictor = load_predictor(path, batch_size=batch_size, num_threads=num_threads, contract=contract)

@@ -194,7 +194,8 @@ def parse_tflite_bytes(data: bytes, *, source: str = "<bytes>") -> TFLiteGraph:
             inputs=tuple(int(x) for x in (op.inputs if op.inputs is not None else ())),
             outputs=outputs, options=_options_dict(op.builtinOptions), is_custom=is_custom))
 
-    description = model.description.decode("utf-8", "replace") if isinstance(model.description, bytes) else str(model.description or "")
+    description = (model.description.decode("utf-8", "replace") if isinstance(model.description, bytes)
+                   else str(model.description or ""))
     return TFLiteGraph(
         path=source, ops=tuple(ops), tensors=tuple(tensors),
         inputs=tuple(int(x) for x in subgraph.inputs), outputs=tuple(int(x) for x in subgraph.outputs),

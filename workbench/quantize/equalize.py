@@ -643,7 +643,8 @@ def _onnx_bias_correction(model: Any, arrays: dict[str, np.ndarray], weight_of: 
         outs = session.run(names, {inp.name: x[start:start + step]})
         for k, o in zip(names, outs):
             o = np.asarray(o, np.float64)
-            per_channel = o.reshape(o.shape[0], o.shape[1], -1).mean(axis=2).sum(axis=0) if o.ndim > 2 else o.sum(axis=0)
+            per_channel = (o.reshape(o.shape[0], o.shape[1], -1).mean(axis=2).sum(axis=0) if o.ndim > 2
+                           else o.sum(axis=0))
             sums[k] = per_channel if sums[k] is None else sums[k] + per_channel
     done = []
     for n in nodes:

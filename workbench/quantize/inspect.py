@@ -15,7 +15,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .._io import sha256_file
 from .._results import Result
@@ -49,7 +49,7 @@ class TensorQuant:
     shape: tuple[int, ...]
     scales: tuple[float, ...] = ()
     zero_points: tuple[int, ...] = ()
-    axis: Optional[int] = None        # quantized dimension when per-channel
+    axis: int | None = None        # quantized dimension when per-channel
     is_constant: bool = False
 
 
@@ -79,7 +79,7 @@ class WeightCheck:
     channels: int            # size of the output-channel axis
     expected_axis: int       # the output-channel axis for this op
     n_scales: int
-    axis: Optional[int]      # the quantized dimension in the file (None when per-tensor)
+    axis: int | None      # the quantized dimension in the file (None when per-tensor)
     symmetric: bool          # every zero point is 0
 
     @property
@@ -100,8 +100,8 @@ class QuantParams:
     name: str
     dtype: str
     shape: tuple[int, ...]
-    scale: Optional[float] = None
-    zero_point: Optional[int] = None
+    scale: float | None = None
+    zero_point: int | None = None
 
 
 @dataclass(frozen=True)
@@ -310,16 +310,18 @@ def _inspect_onnx(path: Path) -> ModelInspection:
         return default
 
     # quantization parameters per quantized tensor (Q outputs and DQ inputs)
-    qparams: dict[str, tuple[tuple[float, ...], tuple[int, ...], Optional[int]]] = {}
+    qparams: dict[str, tuple[tuple[float, ...], tuple[int, ...], int | None]] = {}
     for node in graph.node:
         if node.op_type in ("QuantizeLinear", "DequantizeLinear") and len(node.input) >= 2 and node.input[1] in init:
             scale = tuple(float(s) for s in arr(node.input[1]).reshape(-1))
-            zp = tuple(int(z) for z in arr(node.input[2]).reshape(-1)) if len(node.input) > 2 and node.input[2] in init else (0,) * len(scale)
+            has_zp = len(node.input) > 2 and node.input[2] in init
+            zp = tuple(int(z) for z in arr(node.input[2]).reshape(-1)) if has_zp else (0,) * len(scale)
             axis = attr(node, "axis", 1) if len(scale) > 1 else None
             qname = node.output[0] if node.op_type == "QuantizeLinear" else node.input[0]
             qparams[qname] = (scale, zp, axis)
             if node.op_type == "QuantizeLinear" and len(node.input) > 2 and node.input[2] in init:
-                types.setdefault(qname, (elem.get(init[node.input[2]].data_type, "?"), types.get(node.input[0], ("", ()))[1]))
+                types.setdefault(qname, (elem.get(init[node.input[2]].data_type, "?"),
+                                         types.get(node.input[0], ("", ()))[1]))
 
     names = list(dict.fromkeys([i.name for i in graph.input] + list(init) + [o for n in graph.node for o in n.output]))
     tensors = []

@@ -87,7 +87,8 @@ class SweepResult(Result):
                              "-", "-", "-"))
                 continue
             rows.append((c.cell.target + mark, c.cell.recipe, f"{c.cell.strategy}/{c.cell.size}",
-                         c.cell.exclusion if not c.cell.exclude else f"{c.cell.exclusion}: {','.join(c.cell.exclude)}"[:40],
+                         c.cell.exclusion if not c.cell.exclude
+                         else f"{c.cell.exclusion}: {','.join(c.cell.exclude)}"[:40],
                          f"{c.worst_drop_pp:+.2f}", c.worst_condition, f"{c.npu_ops}/{c.total_ops}", c.cpu_islands,
                          "-" if c.latency_ms is None else f"{c.latency_ms:.3f}", c.latency_kind,
                          "pass" if passes else "fail"))
