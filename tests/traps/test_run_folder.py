@@ -67,3 +67,24 @@ def test_findings_command_writes_the_catalogue(tmp_path, capsys):
     out = tmp_path / "findings.md"
     assert _cli(["findings", "--docs", str(out)]) == 0
     assert out.read_text() == catalogue_markdown()
+
+
+def test_index_opens_with_findings_and_summary_json_carries_them(run_dir):
+    from workbench.batch.execute import TargetRun
+    from workbench.batch.pipeline import BatchResult
+    from workbench.batch.summary import write_index, write_summary
+    from workbench.runs import summarize_run
+    out = run_dir.parents[0]
+    result = BatchResult(out_dir=str(out), run_id="run-1", run_dir="run-1",
+                         targets=(TargetRun(target="imx93", status="ok", stages=()),),
+                         index="index.html", summary_json="summary.json", summary_csv="summary.csv")
+    summary = summarize_run(run_dir)
+    write_summary(out, result, summary)
+    write_index(out, result, summary, None)
+    data = json.loads((out / "summary.json").read_text())
+    codes = {f["code"] for f in data["targets"]["imx93"]["findings"]}
+    assert {"calibration.hash-mismatch", "timing.too-few-runs"} <= codes
+    assert data["findings"]["max_severity"] == "error"
+    html = (out / "index.html").read_text()
+    assert "Findings (all targets)" in html and "calibration.hash-mismatch" in html
+    assert html.index("Findings (all targets)") < html.index("Targets")

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._io import atomic_write_json, atomic_write_text
+from ..errors import WorkbenchError
+from ..findings import Findings
 from ..runs import RunSummary
 from .execute import StageRun
 from .export import Scrubber, make_self_contained
@@ -16,15 +18,30 @@ if TYPE_CHECKING:
     from .pipeline import BatchResult
 
 
+def run_findings_of(out_dir: Path, result: BatchResult, summary: RunSummary) -> Findings:
+    """Every target's findings: carried by the summary, else read from the run folder."""
+    from ..findings import collect, run_findings
+    carried = [getattr(t, "findings", None) for t in summary.targets]
+    if all(c is not None for c in carried):
+        return collect(*carried)
+    try:
+        return run_findings(out_dir / result.run_dir, targets=[t.target for t in summary.targets])
+    except WorkbenchError:   # no target folder at all: nothing ran, nothing to find
+        return Findings()
+
+
 def write_summary(out_dir: Path, result: BatchResult, summary: RunSummary) -> None:
     runs = {t.target: t for t in result.targets}
+    found = run_findings_of(out_dir, result, summary)
     data = {"run_id": result.run_id, "run_dir": result.run_dir, "ok": result.ok, "exit_code": result.exit_code,
             "seconds": result.seconds,
             "targets": {t.target: {**t.to_dict(), "reports": {s.stage: {"html": s.html, "shared_html": s.shared_html,
                                                                          "notebook": s.notebook}
                                                               for s in runs[t.target].stages},
-                                   "batch_status": runs[t.target].status}
+                                   "batch_status": runs[t.target].status,
+                                   "findings": [f.to_dict() for f in found if f.target == t.target]}
                         for t in summary.targets},
+            "findings": {"max_severity": found.max_severity, "counts": found.counts()},
             "gate": result.gate.to_dict() if result.gate is not None else None, "notes": list(result.notes)}
     atomic_write_json(out_dir / result.summary_json, data)
     rows = summary.csv_rows()
@@ -46,8 +63,10 @@ def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary
         status = "ok" if t.status == "ok" else f"FAILED at {display.esc(t.failed_stage)}"
         rows.append((display.esc(t.target), status, display.esc(t.error or ""), links))
         styles.append(display.BAD_STYLE if t.status != "ok" else display.GOOD_STYLE)
+    from ..findings import findings_html
     body = [display.heading(f"npu-workbench batch {result.run_id}", 2),
             display.paragraph(result.summary()),
+            findings_html(run_findings_of(out_dir, result, summary), title="Findings (all targets)"),
             display.raw_table(("target", "status", "why", "reports"), rows, row_styles=styles, caption="Targets")]
     if summary_stage is not None:
         body.append(display.paragraph("Across targets:") + display.link(summary_stage.shared_html, "summary report")
