@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ._io import atomic_write_json, read_json
 from ._results import Result
@@ -42,7 +42,7 @@ TOOL_PACKAGES = ("npu-workbench", "tensorflow-cpu", "keras", "ai-edge-litert", "
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_run_id() -> str:
@@ -52,8 +52,8 @@ def new_run_id() -> str:
 
 def tool_versions() -> dict[str, str]:
     """Installed versions of the tools a result depends on (no heavy import)."""
-    from importlib import metadata
     import platform
+    from importlib import metadata
     out = {"python": platform.python_version()}
     for name in TOOL_PACKAGES:
         try:
@@ -77,16 +77,16 @@ class RunManifest(Result):
     run_id: str
     target: str
     model: str
-    model_sha256: Optional[str] = None
+    model_sha256: str | None = None
     dataset: str = ""
-    dataset_hash: Optional[str] = None
-    calibration_id: Optional[str] = None
-    calibration_hash: Optional[str] = None
-    calibration_size: Optional[int] = None
-    recipe: Optional[str] = None
-    quantized_sha256: Optional[str] = None
-    latency_where: Optional[str] = None
-    board: Optional[str] = None
+    dataset_hash: str | None = None
+    calibration_id: str | None = None
+    calibration_hash: str | None = None
+    calibration_size: int | None = None
+    recipe: str | None = None
+    quantized_sha256: str | None = None
+    latency_where: str | None = None
+    board: str | None = None
     board_fingerprint: dict[str, Any] = field(default_factory=dict)
     tools: dict[str, str] = field(default_factory=dict)
 
@@ -130,7 +130,8 @@ CACHE_TOKEN = "$NPU_WORKBENCH_CACHE"
 def _roots() -> list[tuple[str, str]]:
     from ._io import cache_dir
     cache = os.path.realpath(cache_dir())
-    return [(cache, CACHE_TOKEN), (os.path.realpath(os.getcwd()), "."), (os.path.realpath(os.path.expanduser("~")), "~")]
+    return [(cache, CACHE_TOKEN), (os.path.realpath(os.getcwd()), "."),
+            (os.path.realpath(os.path.expanduser("~")), "~")]
 
 
 def portable_paths(obj: Any) -> Any:
@@ -367,13 +368,13 @@ class RunFolder:
 @dataclass(frozen=True)
 class ConditionAccuracy(Result):
     condition: str
-    n: Optional[int] = None
-    fp32: Optional[float] = None
-    int8: Optional[float] = None
-    drop_pp: Optional[float] = None
-    ci_low: Optional[float] = None
-    ci_high: Optional[float] = None
-    agreement: Optional[float] = None               # FP32/INT8 argmax agreement
+    n: int | None = None
+    fp32: float | None = None
+    int8: float | None = None
+    drop_pp: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    agreement: float | None = None               # FP32/INT8 argmax agreement
 
 
 @dataclass(frozen=True)
@@ -383,23 +384,23 @@ class TargetSummary(Result):
     target: str
     status: str                                     # ok | failed | incomplete
     stages: tuple[str, ...] = ()
-    error: Optional[str] = None
-    failed_stage: Optional[str] = None
-    recipe: Optional[str] = None
+    error: str | None = None
+    failed_stage: str | None = None
+    recipe: str | None = None
     accuracy: tuple[ConditionAccuracy, ...] = ()
-    npu_share: Optional[float] = None
-    npu_ops: Optional[int] = None
-    cpu_ops: Optional[int] = None
-    npu_segments: Optional[int] = None
-    cpu_islands: Optional[int] = None
-    placement_authority: Optional[str] = None
-    latency_ms: Optional[float] = None              # p50 of the timed runs
-    latency_p99_ms: Optional[float] = None
-    latency_kind: Optional[str] = None              # vocab.latency_label(): "board <name> via <delegate>" | HOST_CPU
-    latency_source: Optional[str] = None            # a vocab.LatencySource value
-    vela_estimate_ms: Optional[float] = None
-    vela_label: Optional[str] = None
-    manifest: Optional[RunManifest] = None
+    npu_share: float | None = None
+    npu_ops: int | None = None
+    cpu_ops: int | None = None
+    npu_segments: int | None = None
+    cpu_islands: int | None = None
+    placement_authority: str | None = None
+    latency_ms: float | None = None              # p50 of the timed runs
+    latency_p99_ms: float | None = None
+    latency_kind: str | None = None              # vocab.latency_label(): "board <name> via <delegate>" | HOST_CPU
+    latency_source: str | None = None            # a vocab.LatencySource value
+    vela_estimate_ms: float | None = None
+    vela_label: str | None = None
+    manifest: RunManifest | None = None
 
     def summary(self) -> str:
         if self.status == "failed":
@@ -501,7 +502,7 @@ class RunSummary(Result):
                                 caption="Accuracy per condition"))
 
 
-def _pct(v: Optional[float]) -> str:
+def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.2%}"
 
 

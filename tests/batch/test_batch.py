@@ -12,8 +12,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from workbench.batch import (check_quality_gate, export_html, external_references, load_gate, make_self_contained,
-                             run_batch)
+from workbench.batch import (
+    check_quality_gate,
+    export_html,
+    external_references,
+    load_gate,
+    make_self_contained,
+    run_batch,
+)
 from workbench.errors import BatchError, GateError
 from workbench.runs import RunFolder, summarize_run
 
