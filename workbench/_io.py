@@ -121,7 +121,8 @@ def atomic_path(path: str | os.PathLike, *, replace_folder: bool = False) -> Ite
     path = check_output_path(path, folder=replace_folder)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        _remove_stale_temporaries(path)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
     except OSError as exc:
         raise OutputPathError(f"{path}: cannot create its folder ({exc.strerror or exc}).") from exc
     target = tmp / path.name
@@ -144,6 +145,33 @@ def atomic_path(path: str | os.PathLike, *, replace_folder: bool = False) -> Ite
 
 
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS}
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove ``.NAME.<pid>.*.tmp`` folders that a killed workbench process left beside ``path``.
+
+    Only folders of this exact form, made by a process that no longer exists, are removed:
+    the workbench made them, and nothing in them was ever trusted.
+    """
+    prefix = f".{path.name}."
+    try:
+        siblings = [p for p in path.parent.iterdir() if p.name.startswith(prefix) and p.name.endswith(".tmp")]
+    except OSError:
+        return
+    for tmp in siblings:
+        pid = tmp.name[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and tmp.is_dir() and not tmp.is_symlink() and not _alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

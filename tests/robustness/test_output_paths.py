@@ -138,3 +138,18 @@ def test_quantize_output_is_checked_before_any_work(tmp_path, precious, target, 
     result = run_cli("quantize", "no-such-model.keras", "-o", target, cwd=precious)
     assert result.code == 2 and phrase in result.err, result
     assert snapshot(precious) == files and stat.S_ISCHR(os.lstat(os.devnull).st_mode)
+
+
+def test_temporaries_of_a_killed_process_are_removed_on_the_next_write(tmp_path):
+    import subprocess
+    import sys
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = tmp_path / f".out.json.{dead}.abc123.tmp"
+    stale.mkdir()
+    (stale / "out.json").write_text("{half")
+    mine = tmp_path / ".out.json.notapid.tmp"          # not of the workbench's form: kept
+    mine.mkdir()
+    atomic_write_json(tmp_path / "out.json", {"v": 1})
+    assert not stale.exists() and mine.exists()
+    assert read_json(tmp_path / "out.json") == {"v": 1}
