@@ -29,7 +29,7 @@ from typing import Any
 from .._io import folder_lock
 from .._results import Result
 from .._validation import check_choice, check_plain, check_positive_int, check_range
-from ..errors import BatchError
+from ..errors import BatchError, require_file
 from ..evaluate.gate import Gate, GateResult, check_quality_gate, load_gate
 from ..runs import new_run_id, summarize_run
 from ..vocab import STAGE_NOTEBOOKS as _STAGE_NOTEBOOKS
@@ -131,9 +131,8 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
     notebooks = Path(notebooks_dir) if notebooks_dir else NOTEBOOKS_DIR
     stage_list = _stages(stages)
     for name in (*stage_list, SUMMARY_NOTEBOOK):
-        if not (notebooks / f"{name}.ipynb").is_file():
-            raise BatchError(f"{notebooks / (name + '.ipynb')}: stage notebook missing; run from a checkout of "
-                             "npu-workbench or pass notebooks_dir=.")
+        require_file(notebooks / f"{name}.ipynb", "stage notebook",
+                     "run from a checkout of npu-workbench or pass notebooks_dir=", BatchError)
     quality_gate = None if gate is None else load_gate(gate)
     boards = _boards(board, targets)
     out_dir = Path(out).resolve()
@@ -189,7 +188,8 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
         # 3. targets
         runner = Runner(out_dir, notebooks, kernel, timeout, progress, scrubber=Scrubber(out_dir))
         plans = {t: {**common, "target": t, "board": boards.get(t, ""),
-                     **({"record": os.path.relpath(Path(record).resolve() / t, out_dir)} if record else {}), **dict((target_parameters or {}).get(t, {}))}
+                     **({"record": os.path.relpath(Path(record).resolve() / t, out_dir)} if record else {}),
+                     **dict((target_parameters or {}).get(t, {}))}
                  for t in targets}
         with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
             futures = [pool.submit(runner.run_target, t, i, stage_list, plans[t], declared)
