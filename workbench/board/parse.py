@@ -198,7 +198,7 @@ class BenchmarkLog(Result):
         XNNPACK (a CPU delegate) never counts as NPU.
         """
         for d in self.delegates:
-            if d.nodes_total and not is_cpu_delegate(d.name):
+            if d.nodes_total and d.nodes_delegated is not None and not is_cpu_delegate(d.name):
                 return d.nodes_delegated / d.nodes_total
         return None
 

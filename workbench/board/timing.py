@@ -273,7 +273,7 @@ def _label_of(r: TimingResult) -> str:
     kind = LatencySource(r.latency_kind)
     if kind is LatencySource.REPLAYED:
         inner = (latency_label(LatencySource.BOARD, board=_board_name(r),
-                               delegate=os.path.basename(r.delegate)) if r.delegate_applied
+                               delegate=os.path.basename(r.delegate or "")) if r.delegate_applied
                  else latency_label(LatencySource.BOARD_CPU, board=_board_name(r)))
         return (latency_label(kind, board=_board_name(r), date=r.measured_at[:10] or None)
                 + f" ({inner})")
@@ -291,7 +291,8 @@ def coverage_from_log(log: BenchmarkLog, *, total_ops: int | None = None) -> Del
             return DelegateCoverage(coverage=d.coverage, source="node counts",
                                     npu_ops=d.nodes_delegated, total_ops=d.nodes_total,
                                     npu_share=(d.nodes_delegated / d.nodes_total
-                                               if d.nodes_total else None),
+                                               if d.nodes_total and d.nodes_delegated is not None
+                                               else None),
                                     kernels=d.kernels)
     applied = next(iter(npu_delegates), None)
     cpu_rows = log.cpu_op_rows
@@ -407,8 +408,8 @@ class _Session:
     transport: Any
     where: str
     local: bool
-    python: str | None
-    workdir: str | None
+    python: str
+    workdir: str
     delegate: str | None
     benchmark_model: str | None
     board: str | None = None
@@ -486,7 +487,7 @@ def _open_session(*, board: str | None, boards_file: Any, host: str | None, ssh_
     if local:
         import sys
         session = _Session(LocalTransport(command_timeout=options.command_timeout), HOST_CPU,
-                           local=True, python=python or sys.executable, workdir=None,
+                           local=True, python=python or sys.executable, workdir="",
                            delegate=delegate, benchmark_model=None)
     else:
         board_name = target = None
@@ -501,7 +502,7 @@ def _open_session(*, board: str | None, boards_file: Any, host: str | None, ssh_
             ssh_config = ssh_config or b.ssh_config
             known_hosts = known_hosts or b.known_hosts
         else:
-            destination = host
+            destination = str(host)
         transport = SSHTransport(destination, ssh_config=ssh_config, known_hosts=known_hosts,
                                  connect_timeout=options.connect_timeout,
                                  command_timeout=options.command_timeout,
