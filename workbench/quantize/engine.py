@@ -141,6 +141,11 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
     # 2. source model
     from ..models.formats import model_format
     source = Path(model)
+    if output is not None:
+        target = _publish_target(Path(output), MODEL_EXT[rec.backend])[0]
+        if target.exists() and source.exists() and os.path.samefile(source, target):
+            raise QuantizationError(f"{target} is the source model; writing the INT8 model there would destroy it. "
+                                    "Give another -o.")
     fmt = model_format(source)
     _check_backend(source, fmt, rec)
     source_sha = sha256_file(source)
@@ -376,10 +381,6 @@ def _publish(model_path: Path, manifest_path: Path, output: Path, ext: str) -> t
                 f"{MANIFEST_NAME}. Write {target.name} to another folder.")
     manifest = read_json(manifest_path)
     manifest["file"] = target.name
-    source_path = Path(str((manifest.get("source") or {}).get("path", "")))
-    if target.exists() and source_path.is_file() and os.path.samefile(source_path, target):
-        raise QuantizationError(f"{target} is the source model; writing the INT8 model there would destroy it. "
-                                "Give another -o.")
     # Manifest-last commit: the old manifest goes first, the manifest of the new model last, so an
     # interruption leaves at worst a model without a manifest (never trusted), never a mismatched pair.
     if target_manifest.is_file():
