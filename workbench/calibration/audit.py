@@ -190,7 +190,8 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
 
     Parameters
     ----------
-    model : the FP32 Keras model (``.keras`` path, ``ReferenceModel`` or ``keras.Model``).
+    model : the FP32 model: a ``.keras``/``.h5`` path, ``ReferenceModel`` or ``keras.Model``, or an
+        ``.onnx`` (ONNX Runtime), FP32 ``.tflite`` or SavedModel folder (LiteRT) read as a graph.
     calibration : a :class:`CalibrationSet` (ids into ``dataset``) or a ``Dataset`` whose
         samples all calibrate.
     dataset : the ``Dataset`` (or name) holding the calibration samples and the held-out data.

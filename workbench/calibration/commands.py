@@ -35,7 +35,8 @@ def _add_data_model(parser: argparse.ArgumentParser, *, model_required: bool) ->
     parser.add_argument("--data", default="digits-conditions",
                         help="built-in name, folder, CSV manifest or .npz (default: digits-conditions)")
     parser.add_argument("--model", required=model_required,
-                        help="FP32 Keras model (.keras/.h5), or 'reference' for the built-in reference CNN")
+                        help="FP32 model (.keras/.h5, SavedModel folder, .onnx or FP32 .tflite), or 'reference' for "
+                             "the built-in reference CNN")
 
 
 def register(sub) -> None:
