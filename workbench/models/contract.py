@@ -40,6 +40,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,7 @@ class InputContract(Result):
     def channels(self) -> int:
         return 1 if self.color == "grayscale" else 3
 
-    @property
+    @cached_property
     def input_scale(self) -> np.ndarray:
         """Per-channel (or one) multiplier applied to pixels in [0, 1]."""
         if self.range is not None:
@@ -182,7 +183,7 @@ class InputContract(Result):
             return np.asarray(self.pixel_max, np.float32) / np.asarray(self.std, np.float32)
         return np.asarray(self.scale if self.scale is not None else (1.0,), np.float32)
 
-    @property
+    @cached_property
     def input_offset(self) -> np.ndarray:
         if self.range is not None:
             return np.array([self.range[0]], np.float32)
@@ -197,7 +198,7 @@ class InputContract(Result):
         b = self.input_offset + self.input_scale
         return float(np.minimum(a, b).min()), float(np.maximum(a, b).max())
 
-    @property
+    @cached_property
     def is_identity(self) -> bool:
         return bool(np.all(self.input_scale == 1.0) and np.all(self.input_offset == 0.0))
 
@@ -228,7 +229,7 @@ class InputContract(Result):
     # -- the one preprocessing ------------------------------------------------------------------
     def check_pixels(self, images: Any, *, ids: Sequence[str] | None = None, where: str = "") -> np.ndarray:
         """Pixels as float32 NHWC in [0, 1] (see :func:`check_pixels`); errors name this contract's range."""
-        return check_pixels(images, ids=ids, where=where, maps_to=self.normalization())
+        return check_pixels(images, ids=ids, where=where, maps_to=self.normalization)
 
     def apply(self, images: Any, *, ids: Sequence[str] | None = None, layout: str = "NHWC",
               where: str = "") -> np.ndarray:
@@ -331,7 +332,7 @@ class InputContract(Result):
 
 
 def check_pixels(images: Any, *, ids: Sequence[str] | None = None, where: str = "",
-             maps_to: str = "") -> np.ndarray:
+                 maps_to: Any = "") -> np.ndarray:
     """Pixels as float32 NHWC in [0, 1]; uint8 is read as /255.  Anything else (uint16, ints,
     float values outside [0, 1] such as 0..255, NaN/inf) raises :class:`ContractError`."""
     x = np.asarray(images)
@@ -371,6 +372,7 @@ def check_pixels(images: Any, *, ids: Sequence[str] | None = None, where: str = 
         hint = (" They look like 0..255 values stored as float: store uint8 or divide by 255."
                 if high > 1.5 and high <= 255.0 + _RANGE_TOL and low >= -_RANGE_TOL else
                 " The model's own range (e.g. [-1, 1] or mean/std) belongs in its card, not in the data.")
+        maps_to = maps_to() if callable(maps_to) else maps_to
         raise ContractError(ContractIssue(
             "pixels-out-of-range",
             f"{label}sample {_sample(ids, i)} has pixel values in [{float(flat[i].min()):g}, "

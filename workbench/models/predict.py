@@ -54,8 +54,10 @@ def quantize_input(x: np.ndarray, scale: float, zero_point: int, dtype: np.dtype
     """Float to integer with the model's input parameters, as TFLite's QUANTIZE does:
     ``round(x / scale) + zero_point`` (half away from zero), clipped to the type's range."""
     info = np.iinfo(dtype)
-    v = np.asarray(x, np.float32) / np.float32(scale)
-    v = np.trunc(v + np.copysign(np.float32(0.5), v))
+    v = np.divide(np.asarray(x, np.float32), np.float32(scale), dtype=np.float32)
+    half = np.copysign(np.float32(0.5), v)
+    v += half
+    np.trunc(v, out=v)
     v += np.float32(zero_point)
     np.clip(v, info.min, info.max, out=v)
     return v.astype(dtype)
