@@ -207,7 +207,7 @@ class SSHTransport:
 
     def resolved(self) -> dict[str, str]:
         """``ssh -G``: the effective settings (hostname, port, known-hosts files) for this host."""
-        argv = [_require(SSH), *self._options(), "-G", self._target()]
+        argv = [_require(SSH), *self._options(), "-G", "--", self._target()]
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         out: dict[str, str] = {}
         for line in proc.stdout.splitlines():
