@@ -325,18 +325,22 @@ def export_int8_at_size(keras_path: Path, size: tuple[int, int], folder: Path, *
         for _ in range(samples):
             yield [rng.random((1, size[0], size[1], channels), dtype=np.float32)]
 
+    import contextlib
+    import sys
     converter = tf.lite.TFLiteConverter.from_keras_model(resized)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = representative
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     converter.inference_input_type = tf.int8
     converter.inference_output_type = tf.int8
-    try:
-        data = converter.convert()
-    except Exception:  # an op without an INT8 kernel: keep it in float, as the quantizer would report
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
-                                               tf.lite.OpsSet.TFLITE_BUILTINS]
-        data = converter.convert()
+    # the converter prints "Saved artifact at ..." on stdout, which would break `--json`
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            data = converter.convert()
+        except Exception:  # an op without an INT8 kernel: keep it in float, as the quantizer would report
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+                                                   tf.lite.OpsSet.TFLITE_BUILTINS]
+            data = converter.convert()
     atomic_write_bytes(out, data)
     atomic_write_bytes(key_file, key.encode())
     return out
