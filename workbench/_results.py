@@ -22,13 +22,13 @@ class Result:
     """Mixin for frozen dataclass results."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: _encode(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: _encode(getattr(self, f.name)) for f in dataclasses.fields(typing.cast(Any, self))}
 
     @classmethod
     def from_dict(cls: type[T], data: dict[str, Any]) -> T:
         hints = typing.get_type_hints(cls)
         kwargs = {}
-        for f in dataclasses.fields(cls):
+        for f in dataclasses.fields(typing.cast(Any, cls)):
             if f.name in data:
                 kwargs[f.name] = _decode(hints.get(f.name, Any), data[f.name])
         return cls(**kwargs)

@@ -552,7 +552,7 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
     status = "failed" if error else ("ok" if len(done) == len(STAGES) else "incomplete")
     latency = timing.get("latency_us") or {}
     source = _latency_source(timing) if timing else None
-    first = next((records[s] for s in done), {})
+    first: dict[str, Any] = next((records[s] or {} for s in done), {})
     folder.model_name = first.get("model", REFERENCE)
     folder.dataset_name = first.get("dataset", "")
     return TargetSummary(

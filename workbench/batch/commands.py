@@ -126,8 +126,8 @@ def _batch(args: argparse.Namespace) -> int:
         emit(result, as_json=True)
     else:
         lines = [result.summary()]
-        for t in result.targets:
-            lines.append(f"  {t.summary()}")
+        for target_run in result.targets:
+            lines.append(f"  {target_run.summary()}")
         lines += _accuracy_table(Path(result.out_dir) / result.summary_json)
         if result.gate is not None:
             lines += [f"  gate: {v.reason}" for v in result.gate.violations]

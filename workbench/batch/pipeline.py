@@ -155,8 +155,8 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
     # only plain data reaches a parameters cell (papermill writes tuple/set/bytes unescaped: code)
     for name, value in (parameters or {}).items():
         check_plain(f"parameter {name}", value, error=BatchError)
-    for t, extra in (target_parameters or {}).items():
-        for name, value in extra.items():
+    for t, of_target in (target_parameters or {}).items():
+        for name, value in of_target.items():
             check_plain(f"parameter {t}:{name}", value, error=BatchError)
     check_positive_int("calibration_size", calibration_size, error=BatchError)
     check_positive_int("timing_runs", timing_runs, error=BatchError)

@@ -23,7 +23,7 @@ def run_findings_of(out_dir: Path, result: BatchResult, summary: RunSummary) -> 
     from ..findings import collect, run_findings
     carried = [getattr(t, "findings", None) for t in summary.targets]
     if all(c is not None for c in carried):
-        return collect(*carried)
+        return collect(*[c for c in carried if c is not None])
     try:
         return run_findings(out_dir / result.run_dir, targets=[t.target for t in summary.targets])
     except WorkbenchError:   # no target folder at all: nothing ran, nothing to find
