@@ -172,3 +172,10 @@ def test_a_quantized_tflite_is_not_a_source(calib, quantized):
     # an FP32 .tflite is a source (tests/models/test_convert.py); an INT8 one is not
     with pytest.raises(ModelError, match="already a quantized .tflite file .*give the FP32 .tflite"):
         quantize(quantized["a8w8_pc"].path, "a8w8_pc", calib)
+
+
+def test_wb_quantize_is_the_verb_after_subpackage_imports(tmp_path, calib):
+    import workbench as wb
+    import workbench.quantize.inspect  # noqa: F401 - Python binds the sub-package to `workbench.quantize`
+    with pytest.raises(ModelError, match="missing.keras' does not exist"):
+        wb.quantize(tmp_path / "missing.keras", "a8w8_pc", calib)
