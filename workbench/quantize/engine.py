@@ -108,7 +108,8 @@ class _Calibration:
 
 def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", calibration: Any = None, *,
              dataset: Any = None, output: str | os.PathLike | None = None, backend: str | None = None,
-             calibration_size: int | None = None, exclude: Any = (), cache: bool = True) -> QuantizedModel:
+             calibration_size: int | None = None, exclude: Any = (), cache: bool = True,
+             input_spec: Any = None) -> QuantizedModel:
     """Quantize ``model`` with ``recipe`` and ``calibration`` samples.
 
     Parameters
@@ -128,6 +129,10 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
     backend : ``"tflite"`` or ``"onnx"``; overrides the recipe's backend.
     calibration_size : use only the first N calibration samples.
     exclude : op types or node names kept in float (turns float fallback on).
+    input_spec : the model's input contract (an ``InputContract``, a card mapping or a YAML path);
+        default the card beside ``model`` (``<model>.card.yaml``).  The calibration pixels go through
+        its ``apply`` (normalisation, colour, size) before they reach the converter; without a card the
+        samples are fed as they are.
     cache : reuse an identical earlier quantization from the cache; False quantizes again
         (and refreshes the cache entry).
     """
@@ -151,6 +156,7 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
     source_sha = sha256_file(source)
     # 3. calibration samples
     calib = _resolve_calibration(calibration, dataset, calibration_size)
+    calib = _apply_contract(calib, source, input_spec)
     toolchain = _toolchain(rec.backend, fmt)
     from .cache import cache_key, lookup
     key = cache_key(source_sha256=source_sha, recipe=rec.key(),
@@ -269,6 +275,23 @@ def _resolve_calibration(calibration: Any, dataset: Any, size: int | None) -> _C
         warnings.warn(f"only {len(x)} calibration samples (fewer than {MIN_CALIBRATION_SAMPLES}); activation "
                       "ranges may be poorly estimated.", WorkbenchWarning, stacklevel=3)
     return _Calibration(x=x, id=cid, hash=chash or _array_hash(x), sample_ids=ids, strategy=strategy)
+
+
+def _apply_contract(calib: _Calibration, source: Path, input_spec: Any) -> _Calibration:
+    """Calibration pixels -> model inputs through the model's input contract (its card or
+    ``input_spec``); unchanged when there is neither, or when the contract changes nothing."""
+    from ..models.contract import card_path, resolve_contract
+    if input_spec is None and not card_path(source).is_file():
+        return calib
+    contract = resolve_contract(source, input_spec)
+    x = contract.apply(calib.x, ids=calib.sample_ids or None, where=f"calibration {calib.id}")
+    if x.shape == calib.x.shape and np.array_equal(x, calib.x):
+        return calib
+    import dataclasses
+
+    from .._io import stable_hash
+    chash = hashlib.sha256(f"{calib.hash}:{stable_hash(contract.to_params())}".encode()).hexdigest()
+    return dataclasses.replace(calib, x=np.ascontiguousarray(x, np.float32), hash=chash)
 
 
 def _model_input_shape(source: Path, fmt: str, rec: QuantRecipe) -> tuple[tuple[int, ...], str, Any]:
