@@ -88,6 +88,11 @@ def test_vela_details(float_op_tflite, tmp_path):
     v = r.vela
     assert v.vela_version and "--system-config" in v.command and "Ethos_U65_High_End" in v.command
     assert r.estimated_latency_ms and r.estimated_latency_ms > 0 and "estimate" in r.latency_label
+    import csv
+    from pathlib import Path
+    own = next(csv.DictReader(next(Path(v.output_dir).glob("*_summary_*.csv")).read_text().splitlines()))
+    assert r.estimated_latency_ms == pytest.approx(float(own["inference_time"]) * 1000.0, rel=1e-9)
+    assert r.latency_label == f"Vela {v.vela_version} estimate" and r.bsp == "lf-6.6.3_1.0.0"
     assert v.sram_used_kib is not None and v.dram_used_kib is not None and v.total_cycles > 0
     conv = r.ops[0]
     assert conv.type == "CONV_2D" and conv.cycles > 0 and conv.macs > 0

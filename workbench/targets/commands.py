@@ -41,9 +41,15 @@ def run(args: argparse.Namespace) -> int:
         emit({"written": paths}, as_json=args.json, text="\n".join(f"wrote {p}" for p in paths))
         return 0
     targets = list_targets()
-    lines = [f"{'id':8} {'npu':38} {'delegate':24} {'ops':>4} {'rules':>5}  authority"]
+    lines = [f"{'id':8} {'npu':38} {'delegate':24} {'ops':>4} {'rules':>5}  {'authority':22} default BSP"]
     for t in targets:
+        rel = t.release
+        ships = f" ({rel.describe()})" if rel is not None else ""
         lines.append(f"{t.id:8} {t.npu:38} {t.delegate:24} {len(t.supported_ops):4d} "
-                     f"{len(t.constraints):5d}  {t.authority}")
+                     f"{len(t.constraints):5d}  {t.authority:22} {t.default_bsp}{ships}")
+    lines.append("other releases: " + "; ".join(
+        f"{t.id} " + ", ".join(r.id + ("" if r.has_rules else " (version only)")
+                               for r in reversed(t.bsp_releases) if r.id != t.default_bsp)
+        for t in targets if len(t.bsp_releases) > 1))
     emit([t.to_dict() for t in targets], as_json=args.json, text="\n".join(lines))
     return 0
