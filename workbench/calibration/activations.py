@@ -297,31 +297,31 @@ class GraphTaps:
         self.tapped = tuple(tapped)
         self.embedding = _last_input(graph.output[0].name, producer, SHAPE_ONLY_ONNX, HEAD_ONNX,
                                      lambda node: [n for n in node.input if n in dynamic])
-        wanted = set(self.tapped) | {self.embedding}
-        known = {o.name for o in graph.output}
-        for name in order:
-            if name in wanted and name not in known:
-                graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
-        content = model.SerializeToString()
-        self._batched = dims[0] is None
-        if not self._batched:
-            import tempfile
-            with tempfile.NamedTemporaryFile(suffix=".onnx", delete=False) as handle:
-                handle.write(content)
-            try:
-                free = batch_free_onnx(handle.name)
-            finally:
-                os.unlink(handle.name)
+        wanted = [n for n in order if n in set(self.tapped) | {self.embedding}]
+        self._session = self._onnx_session(_with_outputs(model, wanted))
+        # a batch-1 export gets a batch-free twin (as the predictors do), trusted once it agrees with
+        # one-sample runs on the first batch; otherwise every sample runs alone
+        self._free_session = self._session if dims[0] is None else None
+        self._batched: bool | None = True if dims[0] is None else None
+        if dims[0] is not None:
+            free = batch_free_onnx(self.path)
             if free is not None:
-                content, self._batched = free, True
+                try:
+                    self._free_session = self._onnx_session(_with_outputs(onnx.load_from_string(free), wanted))
+                except ModelError:
+                    self._free_session = None
+            if self._free_session is None:
+                self._batched = False
+        self._run = self._run_onnx
+
+    def _onnx_session(self, model: Any) -> Any:
         import onnxruntime as ort
         options = ort.SessionOptions()
         options.log_severity_level = 3
         try:
-            self._session = ort.InferenceSession(content, options, providers=["CPUExecutionProvider"])
+            return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 - ORT raises its own types
             raise ModelError(f"{self.path}: ONNX Runtime cannot load this model ({exc}).") from exc
-        self._run = self._run_onnx
 
     def _onnx_feed(self, batch: np.ndarray) -> np.ndarray:
         dims = self._input_dims
@@ -331,11 +331,22 @@ class GraphTaps:
         return batch
 
     def _run_onnx(self, batch: np.ndarray, names: Sequence[str]) -> list[np.ndarray]:
-        feed = {self._input: self._onnx_feed(batch)}
-        if self._batched:
-            return [np.asarray(v) for v in self._session.run(list(names), feed)]
-        parts = [self._session.run(list(names), {self._input: feed[self._input][i:i + 1]})
-                 for i in range(len(batch))]
+        x = self._onnx_feed(batch)
+        if self._batched is not False and self._free_session is not None:
+            try:
+                out = [np.asarray(v) for v in self._free_session.run(list(names), {self._input: x})]
+            except Exception:  # noqa: BLE001 - a twin that cannot run means: run per sample
+                out = None
+            if self._batched is None and out is not None:   # verify the twin once, on 2 samples
+                single = self._per_sample(x[:2], names)
+                self._batched = all(np.allclose(a[:2], b, rtol=1e-4, atol=1e-5) for a, b in zip(out, single))
+            if self._batched and out is not None:
+                return out
+            self._batched = False
+        return self._per_sample(x, names)
+
+    def _per_sample(self, x: np.ndarray, names: Sequence[str]) -> list[np.ndarray]:
+        parts = [self._session.run(list(names), {self._input: x[i:i + 1]}) for i in range(len(x))]
         return [np.concatenate([p[k] for p in parts]) for k in range(len(names))]
 
     # -- TFLite ----------------------------------------------------------------------------------
@@ -404,6 +415,16 @@ class GraphTaps:
                                                                      batch_size=batch_size)]
         feats = np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
         return feats.reshape(len(feats), -1).astype(np.float32, copy=False)
+
+
+def _with_outputs(model: Any, names: Sequence[str]) -> Any:
+    """``model`` with ``names`` added as float graph outputs (those not outputs already)."""
+    import onnx
+    known = {o.name for o in model.graph.output}
+    for name in names:
+        if name not in known:
+            model.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    return model
 
 
 def _last_input(output: str, producer: dict[str, Any], shape_only: tuple[str, ...], head: tuple[str, ...],
