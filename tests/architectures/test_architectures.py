@@ -1,0 +1,92 @@
+"""Real architectures, no downloads, through convert -> quantize -> placement on every target.
+
+Keras applications built with ``weights=None`` (the architecture is what matters for quantization
+and placement), the architecture-only ONNX models the ``onnx`` package ships under
+``onnx/backend/test/data/light/`` (their weights are ``ConstantOfShape`` fills: real graphs, constant
+weights), and a CNN exported from PyTorch.  Each model is quantized once per session (the quantize and
+convert caches live in the session's workbench cache) with ``a8w8_pc`` and placed on imx8mp, imx93
+(Vela) and imx95.  Everything here is ``slow``: these are the models a user brings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.errors import WorkbenchWarning
+
+TARGETS = ("imx8mp", "imx93", "imx95")
+CALIBRATION = 8          # enough to exercise calibration; accuracy is not what these tests measure
+
+
+def _light(name: str) -> Path:
+    import onnx
+    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: the onnx package ships it (onnx>=1.17)")
+    return path
+
+
+def _keras_app(name: str, folder: Path) -> Path:
+    import keras
+    apps = keras.applications
+    build = {
+        "mobilenetv2_035": lambda: apps.MobileNetV2(input_shape=(96, 96, 3), alpha=0.35, weights=None, classes=10),
+        "mobilenetv3small": lambda: apps.MobileNetV3Small(input_shape=(96, 96, 3), weights=None, classes=10,
+                                                          include_preprocessing=False),
+        "efficientnetb0": lambda: apps.EfficientNetB0(input_shape=(96, 96, 3), weights=None, classes=10),
+    }[name]
+    path = folder / f"{name}.keras"
+    with contextlib.redirect_stdout(io.StringIO()):
+        build().save(path)
+    return path
+
+
+def _images(shape: tuple[int, ...], n: int = CALIBRATION) -> np.ndarray:
+    return np.random.default_rng(0).uniform(0.0, 1.0, (n, *shape)).astype(np.float32)
+
+
+def _through_the_pipeline(source: Path, x: np.ndarray) -> tuple[object, dict[str, object]]:
+    from workbench.placement.analyze import analyze_placement
+    from workbench.quantize.engine import quantize
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WorkbenchWarning)      # "only 8 calibration samples"
+        q = quantize(source, "a8w8_pc", x)
+    reports = {t: analyze_placement(q.path, t, vela_versions=()) for t in TARGETS}   # the BSP's Vela only
+    return q, reports
+
+
+def _check(q, reports, *, min_share: float = 0.5) -> None:
+    assert q.format == "tflite" and q.input_quantization.dtype == "INT8"
+    for target, report in reports.items():
+        assert report.target == target and report.npu_ops + report.cpu_ops == len(report.ops) > 10
+        assert report.npu_share >= min_share, report.summary()
+    assert reports["imx93"].label == "vela"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mobilenetv2_035", "mobilenetv3small", "efficientnetb0"])
+def test_keras_applications(name, tmp_path):
+    source = _keras_app(name, tmp_path)
+    q, reports = _through_the_pipeline(source, _images((96, 96, 3)))
+    _check(q, reports)
+    assert q.full_integer, q.float_ops
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["squeezenet", "shufflenet", "resnet50"])
+def test_onnx_zoo_architectures(name):
+    from workbench.models.convert import convert_onnx
+    source = _light(name)
+    x = _images((224, 224, 3))
+    converted = convert_onnx(source, samples=x)
+    assert converted.transposed_inputs and converted.inputs[0].tflite_shape == (1, 224, 224, 3)
+    assert all(a.ok for a in converted.agreement)
+    q, reports = _through_the_pipeline(source, x)
+    _check(q, reports)
+    assert q.conversion["transposed_inputs"] == list(converted.transposed_inputs)
