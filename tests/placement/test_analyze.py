@@ -177,3 +177,24 @@ def test_cli_missing_file(tmp_path, capsys):
     assert cli.main(["placement", str(tmp_path / "nope.tflite"), "--target", "imx95"]) == 2
     err = capsys.readouterr().err
     assert "model file '" in err and "nope.tflite' does not exist. Next: give the path" in err
+
+
+def test_16bit_activation_model_is_not_predicted_on_neutron(clean_tflite, models_dir):
+    """npu-facts.md §3.1: Neutron-S takes UINT8/INT8 tensors (INT32 bias); a 16x8 model stays on the CPU."""
+    import numpy as np
+    import tensorflow as tf
+
+    from .conftest import _clean_keras
+    converter = tf.lite.TFLiteConverter.from_keras_model(_clean_keras())
+    rng = np.random.default_rng(0)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([rng.random((1, 16, 16, 3), dtype=np.float32)] for _ in range(4))
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+    path = models_dir / "clean_a16w8.tflite"
+    path.write_bytes(converter.convert())
+    r = analyze_placement(path, "imx95")
+    assert r.npu_ops == 0 and r.cpu_ops == len(r.ops) > 0
+    conv = next(o for o in r.ops if o.type == "CONV_2D")
+    assert {"neutron.generic.dtype", "neutron.types.int8_io"} <= {x.constraint for x in conv.reasons}
+    assert analyze_placement(clean_tflite, "imx95").npu_ops == len(read_tflite(clean_tflite).ops)
