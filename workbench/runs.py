@@ -32,6 +32,7 @@ from ._io import atomic_write_json, read_json
 from ._results import Result
 from ._validation import check_choice
 from .errors import BatchError, WorkbenchWarning
+from .findings import Finding
 from .vocab import HOST_CPU_LABEL, LATENCY_SOURCES, STAGES, TARGETS, LatencySource, latency_label
 
 REFERENCE = "reference"
@@ -401,6 +402,7 @@ class TargetSummary(Result):
     vela_estimate_ms: float | None = None
     vela_label: str | None = None
     manifest: RunManifest | None = None
+    findings: tuple[Finding, ...] = ()              # workbench.findings of every stage that ran
 
     def summary(self) -> str:
         if self.status == "failed":
@@ -494,7 +496,9 @@ class RunSummary(Result):
         acc_rows = [(t.target, a.condition, a.n, _pct(a.fp32), _pct(a.int8),
                      "-" if a.drop_pp is None else f"{a.drop_pp:+.2f}")
                     for t in self.targets for a in t.accuracy]
+        from .findings import collect, findings_html
         return (display.heading(f"Run {self.run_id}") + display.paragraph(self.summary())
+                + findings_html(collect(*(t.findings for t in self.targets)), title="Findings (all targets)")
                 + display.table(("target", "status", "recipe", "worst accuracy drop", "NPU op share",
                                  "CPU islands", "latency p50", "latency estimate", "error"), rows,
                                 row_styles=styles, caption="Targets")
@@ -572,7 +576,13 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
         latency_source=source,
         vela_estimate_ms=placement.get("estimated_latency_ms"),
         vela_label=VELA_ESTIMATE if placement.get("estimated_latency_ms") is not None else None,
-        manifest=folder.manifest() if done else None)
+        manifest=folder.manifest() if done else None,
+        findings=tuple(_target_findings(folder)) if done else ())
+
+
+def _target_findings(folder: RunFolder) -> Any:
+    from .findings import target_findings
+    return target_findings(folder)
 
 
 def summarize_run(run_dir: str | os.PathLike, *, targets: Any = None) -> RunSummary:

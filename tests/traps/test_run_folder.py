@@ -88,3 +88,17 @@ def test_index_opens_with_findings_and_summary_json_carries_them(run_dir):
     html = (out / "index.html").read_text()
     assert "Findings (all targets)" in html and "calibration.hash-mismatch" in html
     assert html.index("Findings (all targets)") < html.index("Targets")
+
+
+def test_run_summary_carries_findings_and_the_gate_reads_them(run_dir):
+    from workbench.evaluate.gate import Gate, check_quality_gate
+    from workbench.runs import RunSummary, summarize_run
+    summary = summarize_run(run_dir)
+    (t,) = summary.targets
+    assert {"calibration.hash-mismatch", "timing.too-few-runs"} <= {f.code for f in t.findings}
+    assert RunSummary.from_dict(summary.to_dict()) == summary          # old JSON without findings loads too
+    assert "Findings (all targets)" in summary._repr_html_()
+    result = check_quality_gate(summary, Gate.from_mapping({"findings": {"max_severity": "warning"}}))
+    assert not result.passed
+    assert any(v.reason.startswith("imx93: error calibration.hash-mismatch: calibration.json: stored hash")
+               for v in result.violations)
