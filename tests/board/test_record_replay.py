@@ -239,3 +239,15 @@ def test_committed_recording_replays_without_a_board():
                                "(board loopback-sshd CPU only (no delegate))")
     assert r.n_runs == 200 and r.latency_us.p50 > 0 and r.runtime.startswith("ai_edge_litert")
     assert r.on_board and r.fingerprint.os_release
+
+
+def test_python_runner_output_with_a_non_finite_timing_is_refused():
+    from workbench.board.runners import raw_from_python_output
+    line = ('{"ok": true, "runtime": "ai_edge_litert 2.3.0", "cold_start_us": 10.0, '
+            '"first_inference_us": 5.0, "warmup_us": [1.0], "runs_us": [1.0, NaN]}')
+    with pytest.raises(BoardError, match="not a finite number"):
+        raw_from_python_output(line, label="recording x")
+    with pytest.raises(BoardError, match="lacks or garbles"):
+        raw_from_python_output('{"ok": true, "runs_us": [1.0]}', label="recording x")
+    ok = raw_from_python_output(line.replace("NaN", "2.0"), label="recording x")
+    assert ok.runs_us == (1.0, 2.0) and ok.cold_start_us == 10.0
