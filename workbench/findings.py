@@ -141,11 +141,12 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "Compile with the BSP's compiler version (as the board does), or update the BSP."),
     # -- timing ----------------------------------------------------------------------------------
     CatalogueEntry("timing.cold-start-in-steady-state", "warning", "timing", "Cold start inside the steady state",
-     "A timed run is far slower than the median (first-invoke compile or cache warm-up): the mean "
-     "and p99 include start-up cost.",
+     "The first timed runs are far slower than the median (first-invoke compile or cache warm-up): the "
+     "mean and p99 include start-up cost. On the host CPU (a shared machine, not the device) it is info.",
      "Raise the warm-up count so the timed runs start after the slow ones."),
     CatalogueEntry("timing.still-falling", "warning", "timing", "Warm-up still falling",
-     "Latency is still trending down across the timed runs: the steady state was not reached.",
+     "Latency is still trending down across the timed runs: the steady state was not reached. On the "
+     "host CPU (a shared machine, not the device) it is info.",
      "Raise the warm-up count."),
     CatalogueEntry("timing.too-few-runs", "warning", "timing", "Too few runs for the p99",
      "The p99 is reported from fewer than 100 runs: it is an extreme sample, not a percentile.",

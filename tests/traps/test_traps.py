@@ -172,3 +172,16 @@ def test_clipping(zoo_root):
 def test_input_contract(zoo_root):
     f = _one("input-contract", zoo_root)
     assert f.evidence["n_classes"] == 10 and max(f.evidence["fp32_accuracy"].values()) < f.evidence["threshold"]
+
+
+def test_warm_up_effects_on_the_host_cpu_are_info():
+    from dataclasses import replace
+
+    from workbench.findings import findings_for
+
+    from .zoo import _steady, _timing
+    runs = _steady(200)
+    runs[0] = 4_000_000.0
+    host = replace(_timing(runs, n_warmup=0), on_board=False, where="host CPU (not an NPU)")
+    (f,) = findings_for(host).with_code("timing.cold-start-in-steady-state")
+    assert f.severity == "info"

@@ -2,6 +2,7 @@
 
 - ``timing.cold-start-in-steady-state``: a timed run far slower than the median (start-up cost kept);
 - ``timing.still-falling``: the kept runs still trend down (``TimingResult.still_falling``);
+  both are ``info`` for a host-CPU timing (a shared machine, not the device: indicative only);
 - ``timing.too-few-runs``: a p99 from fewer than ``MIN_RUNS_FOR_P99`` runs;
 - ``timing.host-cpu`` (info): measured on the host CPU, not a board;
 - ``board.placement-mismatch``: ops the board ran on the CPU that placement put on the NPU
@@ -26,6 +27,8 @@ def findings(result: Any, *, target: str = "", placement: Any = None, **_: Any) 
     target = target or (result.target or "")
     out: list[Finding] = []
     where = result.where
+    # on the host CPU (shared with other work, not the device) warm-up effects are indicative only: info
+    quality = None if result.on_board or getattr(result, "replayed_from", None) else "info"
     runs = np.asarray(result.runs_us, dtype=float)
     if runs.size >= 3:
         median = float(np.median(runs))
@@ -41,13 +44,13 @@ def findings(result: Any, *, target: str = "", placement: Any = None, **_: Any) 
             out.append(make("timing.cold-start-in-steady-state",
                             f"{where}: timed run(s) {', '.join(f'#{i}' for i in early[:5])} took "
                             f"{runs[early[0]] / 1000:.3f} ms, {runs[early[0]] / median:.1f}x the median "
-                            f"{median / 1000:.3f} ms", target=target,
+                            f"{median / 1000:.3f} ms", target=target, severity=quality,
                             evidence={"runs": [{"run": i, "us": round(float(runs[i]), 3)} for i in early[:10]],
                                       "median_us": round(median, 3), "factor": COLD_FACTOR,
                                       "n_warmup": result.n_warmup, "mean_us": result.latency_us.mean}))
     if result.still_falling:
         out.append(make("timing.still-falling", f"{where}: {result.still_falling.split('. Next:')[0]}",
-                        target=target, evidence={"n_warmup": result.n_warmup, "n_runs": result.n_runs,
+                        target=target, severity=quality, evidence={"n_warmup": result.n_warmup, "n_runs": result.n_runs,
                                                  "detail": result.still_falling}))
     if result.latency_us.p99 is not None and result.n_runs < MIN_RUNS_FOR_P99:
         out.append(make("timing.too-few-runs", f"{where}: p99 {result.latency_us.p99 / 1000:.3f} ms from "
