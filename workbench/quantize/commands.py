@@ -29,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "+cle (cross-layer equalisation) and +bc (bias correction), e.g. a8w8_pt+cle "
                         "(default: a8w8_pc)")
     p.add_argument("--backend", choices=("tflite", "onnx"), help="override the recipe's backend (default tflite)")
-    p.add_argument("--calibration", type=int, metavar="N", help="use the first N calibration samples")
+    p.add_argument("--calibration", type=_calibration, metavar="N|FILE",
+                   help="a calibration set written by `workbench calibrate -o FILE` (its samples from DATASET), "
+                        "or N: the first N samples of --split (default: the whole split)")
     p.add_argument("--calibrator", choices=("minmax", "percentile", "entropy"),
                    help="calibration method (TFLite has minmax only)")
     p.add_argument("--percentile", type=finite_float, help="percentile for --calibrator percentile (default 99.999)")
@@ -41,6 +43,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="output folder (gets model.tflite/.onnx + model_manifest.json) or model file path")
     add_json_flag(p)
     p.set_defaults(func=_quantize)
+
+
+def _calibration(text: str) -> int | str:
+    """``N`` (a positive whole number) or the path of a calibration set file."""
+    if text.strip().isdigit():
+        n = int(text)
+        if n <= 0:
+            raise argparse.ArgumentTypeError(f"N must be a positive whole number; got {text!r}")
+        return n
+    return text
 
 
 def _quantize(args: argparse.Namespace) -> int:
@@ -67,11 +79,22 @@ def _quantize(args: argparse.Namespace) -> int:
         ref = reference_model()
         model = ref.onnx if recipe.backend == "onnx" else ref.saved_model
     dataset = load_dataset(args.data)
-    calibration = dataset.select(split=args.split)
+    if isinstance(args.calibration, str):          # a curated set: its sample ids refer to DATASET
+        from ..calibration.curate import CalibrationSet
+        from ..errors import CalibrationError
+        calibration, size = CalibrationSet.load(args.calibration), None
+        if calibration.dataset_hash and calibration.dataset_hash != dataset.hash:
+            raise CalibrationError(
+                f"calibration set {args.calibration!r} was drawn from dataset {calibration.dataset!r} "
+                f"(hash {calibration.dataset_hash[:12]}), not from {args.data!r} (hash {dataset.hash[:12]}). "
+                "Next: pass the dataset it was made from with --data, or make a set from this one with "
+                "`workbench calibrate`.")
+    else:
+        calibration, size = dataset.select(split=args.split), args.calibration
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = quantize(model, recipe, calibration, output=args.output,
-                          calibration_size=args.calibration, cache=not args.no_cache)
+        result = quantize(model, recipe, calibration, dataset=dataset, output=args.output,
+                          calibration_size=size, cache=not args.no_cache)
     notes = [str(w.message) for w in caught]
     obj = result.to_dict()
     obj["manifest"] = result.manifest_path
