@@ -102,3 +102,26 @@ def test_run_summary_carries_findings_and_the_gate_reads_them(run_dir):
     assert not result.passed
     assert any(v.reason.startswith("imx93: error calibration.hash-mismatch: calibration.json: stored hash")
                for v in result.violations)
+
+
+def test_every_target_report_opens_with_its_findings(tmp_path):
+    import nbformat
+
+    from workbench.batch.export import Scrubber, export_html
+    out = tmp_path / "reports"
+    folder = RunFolder(out / "runs" / "r1", target="imx95", dataset="trap-data")
+    folder.save("timing", _timing(_steady(20)))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 50 · Board timing"), nbformat.v4.new_code_cell("1 + 1")]
+    nb.metadata["papermill"] = {"parameters": {"run_dir": "runs/r1", "target": "imx95"}}
+    path = out / "imx95" / "50_board_timing.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, str(path))
+    html = export_html(path, hide_code=True, header="<p>manifest</p>", scrubber=Scrubber(out))
+    assert "Findings for imx95" in html and "timing.too-few-runs" in html
+    assert html.index("Findings for imx95") < html.index("manifest") < html.index("50 · Board timing")
+    assert str(tmp_path) not in html
+    # a notebook not run by the batch (no run_dir parameter) exports without a findings section
+    nb.metadata["papermill"] = {"parameters": {}}
+    nbformat.write(nb, str(path))
+    assert "Findings" not in export_html(path)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import cache_dir
-from ..errors import BatchError
+from ..errors import BatchError, WorkbenchError
 
 #: the checkout (``<npu-workbench>`` in scrubbed text)
 REPO_DIR = Path(__file__).resolve().parents[2]
@@ -73,6 +73,26 @@ def external_references(html: str) -> list[str]:
     return re.findall(r"\b(?:src|href)\s*=\s*[\"']?((?:https?:)?//[^\"' >]+)", html, re.IGNORECASE)
 
 
+def report_findings_html(notebook: Path, nb: Any) -> str:
+    """The Findings section a report opens with: its target's findings (every target's for the summary).
+
+    Read from the run folder the executed notebook names in its papermill parameters (``run_dir``,
+    relative to the batch output folder the notebook sits one level below; ``target`` or ``targets``).
+    Empty when the notebook was not run by the batch or the run folder holds nothing yet."""
+    from ..findings import findings_html, run_findings
+    params = (nb.metadata.get("papermill") or {}).get("parameters") or {}
+    run_dir, target = params.get("run_dir"), params.get("target")
+    if not isinstance(run_dir, str) or not run_dir:
+        return ""
+    folder = notebook.resolve().parent.parent / run_dir
+    try:
+        found = run_findings(folder, targets=[target] if isinstance(target, str) and target else None)
+    except WorkbenchError:      # no target folder yet: a report without findings, not a failed export
+        return ""
+    title = f"Findings for {target}" if isinstance(target, str) and target else "Findings (all targets)"
+    return findings_html(found, title=title)
+
+
 def export_html(notebook: str | os.PathLike, *, hide_code: bool = False, header: str = "",
                 title: str | None = None, scrubber: Scrubber | None = None) -> str:
     """An executed notebook as one self-contained HTML page (``hide_code``: outputs only)."""
@@ -82,8 +102,10 @@ def export_html(notebook: str | os.PathLike, *, hide_code: bool = False, header:
 
     from .. import display
     nb = nbformat.read(str(notebook), as_version=4)
+    header = report_findings_html(Path(notebook), nb) + header
     if scrubber is not None:
         nb = scrubber.notebook(nb)
+        header = scrubber.text(header)
     exporter = HTMLExporter(template_name="basic", embed_images=True, exclude_input=hide_code,
                             exclude_input_prompt=hide_code, exclude_output_prompt=hide_code)
     body, _ = exporter.from_notebook_node(nb)
