@@ -184,6 +184,7 @@ def tiny_dataset():
                    ids=np.array([f"s{i}" for i in range(n)]), classes=("a", "b", "c", "d"))
 
 
+@pytest.mark.slow
 def test_three_way_accuracy_through_the_loopback_board(remote, tiny_models, tiny_dataset, tmp_path):
     folder = tmp_path / "acc"
     r = time_on_board(tiny_models["int8"], runs=3, warmup=0, record=folder,
