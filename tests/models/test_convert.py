@@ -163,3 +163,26 @@ def test_fp32_tflite_and_keras_sources_reach_both_backends(tmp_path):
     assert np.mean(np.argmax(load_predictor(q.path).predict(x), 1) == np.argmax(ref, 1)) > 0.8
     with pytest.raises(ModelError, match="already a quantized .tflite file"):
         quantize(q.path, "a8w8_pc", x)
+
+
+def test_model_convert_cli(converted, tiny_onnx):
+    import json
+    import os
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "workbench", "model", "convert", str(tiny_onnx), "--json"],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["cache_hit"] and data["tflite"] == converted.tflite
+    assert data["inputs"][0]["transposed"] and data["agreement"][0]["name"] == "logits"
+    text = subprocess.run([sys.executable, "-m", "workbench", "model", "convert", str(tiny_onnx)],
+                          capture_output=True, text=True, env=dict(os.environ), timeout=600).stdout
+    assert "NCHW->NHWC" in text and "onnx2tf 1.29.24" in text
+
+
+def test_placement_of_an_onnx_file_says_what_to_do(tiny_onnx):
+    from workbench.placement.analyze import analyze_placement
+    with pytest.raises(ModelError, match=r"tiny.onnx: an ONNX model; placement on imx93 reads the INT8 .tflite.*"
+                                         r"Quantize the FP32 .onnx with a TFLite recipe"):
+        analyze_placement(tiny_onnx, "imx93")
