@@ -333,3 +333,54 @@ def folder_lock(folder: str | os.PathLike, *, what: str = "run") -> Iterator[Pat
         yield path
     finally:
         handle.close()  # releases the lock
+
+
+# --- shareable paths ---------------------------------------------------------------------------
+
+CACHE_TOKEN = "$NPU_WORKBENCH_CACHE"
+
+
+def _roots() -> list[tuple[str, str]]:
+    cache = os.path.realpath(cache_dir())
+    return [(cache, CACHE_TOKEN), (os.path.realpath(os.getcwd()), "."),
+            (os.path.realpath(os.path.expanduser("~")), "~")]
+
+
+def portable_paths(obj: Any) -> Any:
+    """``obj`` with local absolute paths made shareable (cache token, relative, ``~``); other strings as they are."""
+    roots = _roots()
+
+    def one(text: str) -> str:
+        if not text.startswith("/"):
+            return text
+        real = os.path.realpath(text)
+        for root, token in roots:
+            for candidate in (text, real):
+                if candidate == root or candidate.startswith(root + os.sep):
+                    rest = candidate[len(root):].lstrip(os.sep)
+                    return (f"{token}/{rest}" if rest else token) if token != "." else (rest or ".")
+        return text
+    return _walk(obj, one)
+
+
+def local_paths(obj: Any) -> Any:
+    """The inverse of :func:`portable_paths` for the cache token and ``~`` (relative paths stay relative)."""
+    cache = str(cache_dir())
+
+    def one(text: str) -> str:
+        if text == CACHE_TOKEN or text.startswith(CACHE_TOKEN + "/"):
+            return cache + text[len(CACHE_TOKEN):]
+        if text.startswith("~/"):
+            return os.path.expanduser(text)
+        return text
+    return _walk(obj, one)
+
+
+def _walk(obj: Any, fn: Any) -> Any:
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: _walk(v, fn) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_walk(v, fn) for v in obj]
+    return obj

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from .._io import atomic_path, check_output_path, read_json, sha256_bytes, sha256_file, to_json
+from .._io import atomic_path, check_output_path, portable_paths, read_json, sha256_bytes, sha256_file, to_json
 from .._results import Result
 from ..errors import CalibrationError, ModelError, QuantizationError, WorkbenchWarning
 from .inspect import ModelInspection, QuantParams, inspect_model
@@ -368,7 +368,7 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
         calibration={"id": calib.id, "hash": calib.hash, "strategy": calib.strategy, "n_samples": len(calib.x),
                      "sample_ids_sha256": hashlib.sha256("\0".join(calib.sample_ids).encode()).hexdigest()
                      if calib.sample_ids else None},
-        source={"path": str(source), "sha256": source_sha, "format": fmt}, toolchain=toolchain,
+        source={"path": portable_paths(str(source)), "sha256": source_sha, "format": fmt}, toolchain=toolchain,
         inspection=inspection, cache_key=key, conversion=conversion,
         created_utc=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     from .cache import store
@@ -404,6 +404,7 @@ def _publish(model_path: Path, manifest_path: Path, output: Path, ext: str) -> t
                 f"{MANIFEST_NAME}. Write {target.name} to another folder.")
     manifest = read_json(manifest_path)
     manifest["file"] = target.name
+    manifest = portable_paths(manifest)      # a shipped manifest names no folder of this machine
     # Manifest-last commit: the old manifest goes first, the manifest of the new model last, so an
     # interruption leaves at worst a model without a manifest (never trusted), never a mismatched pair.
     if target_manifest.is_file():
