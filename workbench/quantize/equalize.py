@@ -124,7 +124,7 @@ def apply_transforms(source: str | os.PathLike, fmt: str, transforms: tuple[str,
             ".keras file (or the .onnx export) instead of the SavedModel/.tflite.")
     key_parts = {"source": sha256_file(source), "transforms": list(transforms), "code": sha256_file(__file__),
                  "weights": weights if "bc" in transforms else None, "iterations": _iterations}
-    if "bc" in transforms:
+    if calibration is not None:   # bc averages over it; cle decides from it which ReLU6 pairs are safe
         key_parts["calibration"] = stable_hash([str(calibration.shape), sha256_bytes_array(calibration)])
     key = stable_hash(key_parts)[:20]
     folder = cache_dir("equalize") / key

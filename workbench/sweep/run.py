@@ -150,7 +150,7 @@ def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, ca
             n = workers or min(os.cpu_count() or 1, max(len(cells), 1))
             if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
                 raise SweepError(f"`workers` must be a positive integer. Got {workers!r} instead.")
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                    env={"TF_CPP_MIN_LOG_LEVEL": "3"})
             client = Client(cluster)
             where = f"Dask LocalCluster ({n} process(es))"
