@@ -166,7 +166,7 @@ def test_cli_all_targets_text(reject_tflite, capsys):
     (["--target", "imx8m"], "must be one of"),
 ])
 def test_cli_errors_name_the_problem(tmp_path, capsys, argv, phrase):
-    bad = tmp_path / "model.onnx"
+    bad = tmp_path / "model.bin"            # (a .onnx name gets the ONNX-specific message)
     bad.write_bytes(b"\x08\x07garbage-bytes")
     assert cli.main(["placement", str(bad)] + argv) == 2
     err = capsys.readouterr().err
