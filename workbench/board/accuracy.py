@@ -2,7 +2,7 @@
 
 The host picks a bounded, seeded sample of the test split per deployment condition
 (default 200 each), prepares the images as the model's float input (the model's
-input contract, when it has one), and sends them to the board as a plain ``.npz``.
+input contract, resolved as the accuracy stage does), and sends them to the board as a plain ``.npz``.
 The board's Python runner quantizes them with the model's own input parameters,
 runs them through the delegate and returns the outputs.  The host runs the same
 inputs through its INT8 model (LiteRT) and, when given, the FP32 model.  The report
@@ -39,7 +39,8 @@ class AccuracySettings:
     min_agreement: float = DEFAULT_MIN_AGREEMENT
     split: str = "test"
     seed: int = 0
-    contract: Any = None                  # an InputContract applied on the host
+    contract: Any = None                  # input contract: InputContract, card mapping or YAML path
+    #                                       (default: the card beside the model, else inferred)
 
     def __post_init__(self) -> None:
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples <= 0:
@@ -114,13 +115,15 @@ def prepare_inputs(settings: AccuracySettings, int8_model: str) -> tuple[bytes, 
     import numpy as np
 
     from ..data.loaders import load_dataset
+    from ..models.contract import resolve_contract
     from ..models.predict import load_predictor
 
     data = load_dataset(settings.dataset)
     held_out = data.select(split=settings.split)
-    host = load_predictor(int8_model, contract=settings.contract)
-    fp32 = load_predictor(settings.fp32_model, contract=settings.contract) \
-        if settings.fp32_model else None
+    # the same contract the accuracy stage uses (compare_accuracy): the FP32 model's card or inference
+    contract = resolve_contract(settings.fp32_model or int8_model, settings.contract)
+    host = load_predictor(int8_model, contract=contract)
+    fp32 = load_predictor(settings.fp32_model, contract=contract) if settings.fp32_model else None
     arrays: dict[str, Any] = {}
     host_data: dict[str, Any] = {"labels": {}, "int8_host": {}, "fp32_host": {},
                                  "dataset": data.name}
