@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from .._validation import finite_float
 from ..vocab import RECIPES as RECIPE_NAMES
@@ -82,11 +83,13 @@ def _quantize(args: argparse.Namespace) -> int:
     if isinstance(args.calibration, str):          # a curated set: its sample ids refer to DATASET
         from ..calibration.curate import CalibrationSet
         from ..errors import CalibrationError
-        calibration, size = CalibrationSet.load(args.calibration), None
-        if calibration.dataset_hash and calibration.dataset_hash != dataset.hash:
+        curated = CalibrationSet.load(args.calibration)
+        calibration: Any = curated
+        size = None
+        if curated.dataset_hash and curated.dataset_hash != dataset.hash:
             raise CalibrationError(
-                f"calibration set {args.calibration!r} was drawn from dataset {calibration.dataset!r} "
-                f"(hash {calibration.dataset_hash[:12]}), not from {args.data!r} (hash {dataset.hash[:12]}). "
+                f"calibration set {args.calibration!r} was drawn from dataset {curated.dataset!r} "
+                f"(hash {curated.dataset_hash[:12]}), not from {args.data!r} (hash {dataset.hash[:12]}). "
                 "Next: pass the dataset it was made from with --data, or make a set from this one with "
                 "`workbench calibrate`.")
     else:
