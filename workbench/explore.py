@@ -48,11 +48,12 @@ from .placement.analyze import PlacementReport
 from .quantize.engine import QuantizedModel
 from .quantize.recipe import RECIPES
 from .targets import TARGET_IDS
+from .vocab import Recipe
 
 RECIPE_LABELS = {
-    "a8w8_pc": "a8w8_pc: per-channel weights, 8-bit activations",
-    "a8w8_pt": "a8w8_pt: per-tensor weights, 8-bit activations",
-    "a16w8_pc": "a16w8_pc: per-channel weights, 16-bit activations",
+    Recipe.A8W8_PC.value: "a8w8_pc: per-channel weights, 8-bit activations",
+    Recipe.A8W8_PT.value: "a8w8_pt: per-tensor weights, 8-bit activations",
+    Recipe.A16W8_PC.value: "a16w8_pc: per-channel weights, 16-bit activations",
 }
 SPLIT = "test"
 

@@ -28,10 +28,11 @@ from typing import Any
 
 from ._results import Result
 from .errors import WorkbenchError
+from .vocab import STAGES
 
 SEVERITIES = ("info", "warning", "error")
-FINDING_STAGES = ("data", "model", "calibration", "quantize", "accuracy", "placement", "timing", "board",
-                  "deploy")
+#: the pipeline stages (vocab.STAGES) and the steps around them that notice findings too
+FINDING_STAGES = ("data", "model", *STAGES, "board", "deploy")
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 
