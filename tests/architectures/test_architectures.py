@@ -78,8 +78,39 @@ def test_keras_applications(name, tmp_path):
     assert q.full_integer, q.float_ops
 
 
+def _without_final_softmax(source: Path, dst: Path) -> Path:
+    """The model with its last node (a Softmax) removed: the logits are the output."""
+    import onnx
+    model = onnx.load(str(source))
+    last = model.graph.node[-1]
+    assert last.op_type == "Softmax"
+    output = model.graph.output[0]
+    del model.graph.node[-1]
+    output.name = last.input[0]
+    del output.type.tensor_type.shape.dim[:]
+    onnx.save(model, str(dst))
+    return dst
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["squeezenet", "shufflenet", "resnet50"])
+def test_a_mis_converted_softmax_is_caught(tmp_path):
+    """SqueezeNet (opset 9) ends in Softmax over a (1, 1000, 1, 1) tensor; onnx2tf 1.29.24 computes it
+    over a size-1 axis (every value 1.0 instead of 1/1000).  The agreement check refuses it, naming the
+    output; without the Softmax (logits out, as a user would export) the model converts and agrees."""
+    from workbench.errors import ModelError
+    from workbench.models.convert import convert_onnx
+    x = _images((224, 224, 3))
+    with pytest.raises(ModelError, match="diverges from ONNX Runtime at output 'softmaxout_1'"):
+        convert_onnx(_light("squeezenet"), samples=x)
+    logits = _without_final_softmax(_light("squeezenet"), tmp_path / "squeezenet_logits.onnx")
+    converted = convert_onnx(logits, samples=x)
+    assert all(a.ok for a in converted.agreement) and converted.outputs[0].transposed   # (1,1000,1,1) NCHW
+    q, reports = _through_the_pipeline(logits, x)
+    _check(q, reports)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["shufflenet", "resnet50"])
 def test_onnx_zoo_architectures(name):
     from workbench.models.convert import convert_onnx
     source = _light(name)

@@ -148,9 +148,8 @@ def test_fp32_tflite_and_keras_sources_reach_both_backends(tmp_path):
     keras_path = tmp_path / "m.keras"
     with contextlib.redirect_stdout(io.StringIO()):
         model.save(keras_path)
-    fn = tf.function(lambda t: model(t, training=False)).get_concrete_function(tf.TensorSpec([1, 12, 12, 1]))
     tflite_path = tmp_path / "m_fp32.tflite"
-    tflite_path.write_bytes(tf.lite.TFLiteConverter.from_concrete_functions([fn], model).convert())
+    tflite_path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
     x = np.random.default_rng(0).uniform(0, 1, (50, 12, 12, 1)).astype(np.float32)
     q = quantize(tflite_path, "a8w8_pc", x)
     conv = q.manifest()["conversion"]
