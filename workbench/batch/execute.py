@@ -138,6 +138,8 @@ class Runner:
             error, cell = self.scrub.text(f"{exc.ename}: {exc.evalue}"), exc.exec_count
         except Exception as exc:  # a kernel that dies or cannot start: still a failed stage, not a crash
             error = self.scrub.text(f"{type(exc).__name__}: {exc}")
+        if output.is_file():  # the executed notebook is shared too: no absolute path of this machine in it
+            atomic_write_text(output, self.scrub.text(output.read_text(encoding="utf-8")))
         return StageRun(target=target, stage=stage, status="failed" if error else "ok",
                         seconds=round(time.perf_counter() - start, 1), notebook=f"{rel}.ipynb",
                         html=f"{rel}.html", shared_html=f"{rel}.shared.html", error=error, failed_cell=cell)
