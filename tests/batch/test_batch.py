@@ -65,7 +65,7 @@ def test_summary_json_and_csv(batch, batch_out):
     assert set(data["targets"]) == set(TARGETS) and data["exit_code"] == 0
     imx93 = data["targets"]["imx93"]
     assert 0 < imx93["npu_share"] <= 1 and imx93["cpu_islands"] is not None
-    assert imx93["vela_estimate_ms"] > 0 and imx93["vela_label"].startswith("Vela estimate")
+    assert imx93["vela_estimate_ms"] > 0 and imx93["vela_label"] == "Vela 3.10.0 estimate"  # the BSP's Vela
     assert imx93["latency_kind"] == "host CPU (not an NPU)" and imx93["latency_ms"] > 0
     assert data["targets"]["imx8mp"]["vela_estimate_ms"] is None
     rows = list(csv.DictReader((batch_out / "summary.csv").open()))
@@ -260,3 +260,41 @@ def test_export_html_of_a_small_notebook(tmp_path):
     html = export_html(path, hide_code=True, header="<p>manifest</p>")
     assert html.index("manifest") < html.index("the doc") and "1 + 1" not in html
     assert external_references(html) == []
+
+
+def test_a_warm_batch_reuses_unchanged_notebooks_and_reruns_what_changed(batch, batch_out, tmp_path):
+    """Same inputs: no notebook executes again and the reports stay byte-identical; a changed
+    parameter re-executes only the stages it reaches; a damaged output is never vouched for."""
+    import shutil
+    out = tmp_path / "out"
+    shutil.copytree(batch_out, out)
+    before = {p: p.read_bytes() for p in out.rglob("*.ipynb")}
+    warm = run_batch(TARGETS, out=out, run_id="session", jobs=2, progress=False, **SMALL)
+    assert warm.exit_code == 0, warm.summary()
+    assert all(s.reused for t in warm.targets for s in t.stages)
+    assert {p: p.read_bytes() for p in out.rglob("*.ipynb")} == before
+    assert json.loads((out / "summary.json").read_text())["targets"].keys() == set(TARGETS)
+
+    # only the timing notebook declares timing_runs: the stages before it are reused
+    changed = run_batch(("imx8mp",), out=out, run_id="session", progress=False,
+                        **{**SMALL, "timing_runs": 6})
+    reused = {s.stage: s.reused for s in changed.targets[0].stages}
+    assert reused == {"10_calibration_set": True, "20_quantize": True, "30_accuracy_by_condition": True,
+                      "40_op_placement": True, "50_board_timing": False}
+
+    # a damaged stage output: that stage runs again (and the record is not trusted)
+    accuracy = out / "runs" / "session" / "imx8mp" / "accuracy.json"
+    accuracy.write_text("{")
+    again = run_batch(("imx8mp",), out=out, run_id="session", progress=False, **{**SMALL, "timing_runs": 6})
+    reused = {s.stage: s.reused for s in again.targets[0].stages}
+    assert reused["30_accuracy_by_condition"] is False and reused["20_quantize"] is True
+    assert isinstance(json.loads(accuracy.read_text()), dict)      # rewritten whole
+
+
+def test_rerun_executes_every_notebook(batch, batch_out, tmp_path):
+    import shutil
+    out = tmp_path / "out"
+    shutil.copytree(batch_out, out)
+    fresh = run_batch(("imx93",), out=out, run_id="session", progress=False, stages=["placement"], reuse=False,
+                      **SMALL)
+    assert [s.reused for s in fresh.targets[0].stages] == [False]

@@ -46,11 +46,21 @@ def register(sub: Any) -> None:
     p.add_argument("--timing-warmup", type=int, default=10, metavar="N", help="warm-up invocations (default 10)")
     p.add_argument("--stages", default=None, metavar="S[,S...]",
                    help="only these stages: calibration, quantize, accuracy, placement, timing (or 10..50)")
+    p.add_argument("--bsp", default=None, metavar="RELEASE",
+                   help="NXP BSP release whose rules and compiler place the ops (notebook parameter `bsp`) "
+                        "for the targets that know it; the others, and the default, use the newest release "
+                        "their tables know")
     p.add_argument("-p", "--param", action="append", default=[], metavar="[TARGET:]NAME=VALUE",
                    help="extra notebook parameter (a Python literal or a string), for one target with TARGET:")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-cell timeout in seconds")
     p.add_argument("--kernel", default="npu-workbench", help="Jupyter kernel (default npu-workbench)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines (one per target and stage)")
+    p.add_argument("--verbose", action="store_true",
+                   help="let TensorFlow, Jupyter and nbconvert print to the terminal; by default what they print "
+                        "goes to runs/<run id>/batch.log")
+    p.add_argument("--rerun", action="store_true",
+                   help="execute every notebook again; by default a notebook whose inputs did not change since "
+                        "the last batch into the same --out and --run-id is reused with its reports")
     add_json_flag(p)
     p.set_defaults(func=_batch)
 
@@ -114,6 +124,10 @@ def _batch(args: argparse.Namespace) -> int:
     from .._cli import emit
     from .pipeline import run_batch
     params, per_target = parse_params(args.param)
+    if args.bsp:
+        from ..placement.commands import bsp_parameters
+        for t, value in bsp_parameters(args.targets, args.bsp).items():
+            per_target.setdefault(t, {})["bsp"] = value
     result = run_batch(
         args.targets, model=args.model, dataset=args.data, out=args.out, gate=args.gate, jobs=args.jobs,
         run_id=args.run_id, recipe=args.recipe, calibration_strategy=args.calibration_strategy,
@@ -121,7 +135,7 @@ def _batch(args: argparse.Namespace) -> int:
         timing_runs=args.timing_runs, timing_warmup=args.timing_warmup, stages=args.stages,
         replay=args.replay, record=args.record,
         parameters=params, target_parameters=per_target, kernel=args.kernel, timeout=args.timeout,
-        progress=not args.no_progress)
+        progress=not args.no_progress, reuse=not args.rerun, quiet=not args.verbose)
     if args.json:
         emit(result, as_json=True)
     else:

@@ -4,16 +4,17 @@ executed notebook exported to HTML (with code, and code-hidden for sharing)."""
 from __future__ import annotations
 
 import sys
-import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .._io import atomic_write_json, atomic_write_text
+from .._io import atomic_write_json, atomic_write_text, stable_hash
 from .._results import Result
 from ..runs import RunFolder
-from ..vocab import SUMMARY_NOTEBOOK
+from ..vocab import STAGE_NOTEBOOKS, SUMMARY_NOTEBOOK
+from . import reuse
+from .console import Console
 from .export import Scrubber, export_html
 
 KERNEL = "npu-workbench"
@@ -33,10 +34,12 @@ class StageRun(Result):
     shared_html: str
     error: str | None = None
     failed_cell: int | None = None
+    reused: bool = False                # inputs unchanged since an earlier batch: not executed again
+    why: str | None = None              # why it was executed (which inputs changed), when not reused
 
     def summary(self) -> str:
-        return f"{self.target}/{self.stage}: {self.status} in {self.seconds:.1f} s" + (
-            f" ({self.error})" if self.error else "")
+        how = "reused (inputs unchanged)" if self.reused else f"{self.status} in {self.seconds:.1f} s"
+        return f"{self.target}/{self.stage}: {how}" + (f" ({self.error})" if self.error else "")
 
 
 @dataclass(frozen=True)
@@ -61,62 +64,89 @@ def declared_parameters(path: Path) -> set[str]:
 
 
 class Runner:
-    """Executes notebooks and exports them; one progress bar per target."""
+    """Executes notebooks and exports them; one console line per target and stage."""
 
     def __init__(self, out_dir: Path, notebooks: Path, kernel: str, timeout: float | None, progress: bool,
-                 scrubber: Scrubber) -> None:
+                 scrubber: Scrubber, reuse_unchanged: bool = True, console: Console | None = None) -> None:
         self.out_dir, self.notebooks, self.kernel, self.timeout = out_dir, notebooks, kernel, timeout
-        self.progress, self.scrub = progress, scrubber
-        self.bars: list[Any] = []
-        self.lock = threading.Lock()
-
-    def _bar(self, desc: str, total: int, position: int) -> Any:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=total, desc=desc, position=position, leave=True, disable=not self.progress,
-                   unit="stage", file=sys.stderr, dynamic_ncols=True)
-        with self.lock:
-            self.bars.append(bar)
-        return bar
+        self.progress, self.scrub, self.reuse_unchanged = progress, scrubber, reuse_unchanged
+        self.console = console or Console(sys.stderr, enabled=progress)
 
     def close(self) -> None:
-        for bar in self.bars:
-            bar.close()
+        """Nothing to release (kept for callers of the progress-bar version)."""
 
     def run_target(self, target: str, position: int, stages: list[str], params: dict[str, Any],
                    declared: dict[str, set[str]]) -> TargetRun:
         folder = self.out_dir / params["run_dir"] / target
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "error.json").unlink(missing_ok=True)
-        bar = self._bar(target, len(stages), position)
         done: list[StageRun] = []
+        upstream: list[dict[str, str]] = []          # files each earlier stage wrote: part of the next key
+        keys: dict[str, dict[str, str]] = {}
         for stage in stages:
-            bar.set_postfix_str(stage)
-            result = self._execute(target, stage, {k: v for k, v in params.items() if k in declared[stage]})
+            stage_params = {k: v for k, v in params.items() if k in declared[stage]}
+            rel = f"{target}/{stage}.ipynb"
+            parts = reuse.key_parts(notebook=self.notebooks / f"{stage}.ipynb", params=stage_params,
+                                    kernel=self.kernel, out_dir=self.out_dir, upstream=upstream)
+            on_board = stage == STAGE_NOTEBOOKS["timing"] and bool(params.get("board"))
+            record = (reuse.reusable(self.out_dir, rel, stable_hash(parts))
+                      if self.reuse_unchanged and not on_board else None)
+            if record is not None:
+                result = StageRun(target=target, stage=stage, status="ok", seconds=0.0, notebook=rel,
+                                  html=f"{target}/{stage}.html", shared_html=f"{target}/{stage}.shared.html",
+                                  reused=True)
+                upstream.append(dict(record.get("outputs", {})))
+            else:
+                why = ("a board measurement always runs" if on_board else "--rerun" if not self.reuse_unchanged
+                       else reuse.why_changed(self.out_dir, rel, parts))
+                reuse.forget(self.out_dir, rel)
+                before = reuse.snapshot(folder, self.out_dir)
+                result = replace(self._execute(target, stage, stage_params), why=why)
+                upstream.append(reuse.changed(before, reuse.snapshot(folder, self.out_dir)))
+                keys[stage] = parts
             done.append(result)
-            bar.update(1)
+            self.console.stage(result)
             if result.status != "ok":
                 atomic_write_json(folder / "error.json", {"stage": stage, "message": result.error,
                                                           "cell": result.failed_cell, "notebook": result.notebook})
-                bar.set_postfix_str(f"FAILED at {stage}")
                 break
-        else:
-            bar.set_postfix_str("done")
         manifest = RunFolder(self.out_dir / params["run_dir"], target=target,
                              model=params.get("model", "reference"), dataset=params.get("dataset", ""))
         run_manifest = manifest.manifest()
         atomic_write_json(folder / "manifest.json", run_manifest.to_dict())
-        for stage_run in done:
+        for stage_run, outputs in zip(done, upstream):
+            if stage_run.reused:
+                continue
             self._export(stage_run, run_manifest._repr_html_())
+            if stage_run.status == "ok":
+                reuse.remember(self.out_dir, stage_run.notebook, parts=keys[stage_run.stage], outputs=outputs,
+                               reports=(stage_run.notebook, stage_run.html, stage_run.shared_html),
+                               seconds=stage_run.seconds)
         failed = next((s for s in done if s.status != "ok"), None)
         return TargetRun(target=target, status="failed" if failed else "ok", stages=tuple(done),
                          failed_stage=failed.stage if failed else None, error=failed.error if failed else None)
 
     def run_summary(self, position: int, params: dict[str, Any], declared: set[str]) -> StageRun | None:
-        bar = self._bar("summary", 1, position)
-        result = self._execute("summary", SUMMARY_NOTEBOOK, {k: v for k, v in params.items() if k in declared})
-        bar.update(1)
-        bar.close()
+        stage_params = {k: v for k, v in params.items() if k in declared}
+        rel = f"summary/{SUMMARY_NOTEBOOK}.ipynb"
+        runs = reuse.snapshot(self.out_dir / params["run_dir"], self.out_dir)
+        parts = reuse.key_parts(notebook=self.notebooks / f"{SUMMARY_NOTEBOOK}.ipynb", params=stage_params,
+                                kernel=self.kernel, out_dir=self.out_dir,
+                                upstream=[{k: v[0] for k, v in runs.items()}])
+        if self.reuse_unchanged and reuse.reusable(self.out_dir, rel, stable_hash(parts)) is not None:
+            reused = StageRun(target="summary", stage=SUMMARY_NOTEBOOK, status="ok", seconds=0.0, notebook=rel,
+                              html=f"summary/{SUMMARY_NOTEBOOK}.html",
+                              shared_html=f"summary/{SUMMARY_NOTEBOOK}.shared.html", reused=True)
+            self.console.stage(reused)
+            return reused
+        why = reuse.why_changed(self.out_dir, rel, parts) if self.reuse_unchanged else "--rerun"
+        reuse.forget(self.out_dir, rel)
+        result = replace(self._execute("summary", SUMMARY_NOTEBOOK, stage_params), why=why)
+        self.console.stage(result)
         self._export(result, "")
+        if result.status == "ok":
+            reuse.remember(self.out_dir, rel, parts=parts, outputs={},
+                           reports=(result.notebook, result.html, result.shared_html), seconds=result.seconds)
         return result
 
     def _execute(self, target: str, stage: str, params: dict[str, Any]) -> StageRun:

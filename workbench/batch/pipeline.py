@@ -17,6 +17,7 @@ quality gate, and ``index.html`` linking everything.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -34,6 +35,7 @@ from ..evaluate.gate import Gate, GateResult, check_quality_gate, load_gate
 from ..runs import new_run_id, summarize_run
 from ..vocab import STAGE_NOTEBOOKS as _STAGE_NOTEBOOKS
 from ..vocab import SUMMARY_NOTEBOOK, TARGETS
+from . import console as _console
 from .execute import KERNEL, NOTEBOOKS_DIR, Runner, TargetRun, declared_parameters
 from .export import Scrubber
 from .summary import write_index, write_summary
@@ -102,7 +104,8 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
               parameters: Mapping[str, Any] | None = None,
               target_parameters: Mapping[str, Mapping[str, Any]] | None = None,
               kernel: str = KERNEL, notebooks_dir: str | os.PathLike | None = None,
-              timeout: float | None = None, progress: bool = True) -> BatchResult:
+              timeout: float | None = None, progress: bool = True, reuse: bool = True,
+              quiet: bool = True) -> BatchResult:
     """Execute the stage notebooks per target and write shareable reports to ``out``.
 
     Parameters
@@ -121,6 +124,13 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
     record : with ``board``, keep each target's board session in ``record/<target>``.
     stages : a subset of ``calibration, quantize, accuracy, placement, timing`` (or
         notebook names); later stages compute what an earlier, skipped one would save.
+    reuse : reuse an executed notebook (and its reports) from an earlier batch into the same
+        ``out`` and run id when its inputs did not change (parameters, notebook, workbench code and
+        tool versions, model and dataset files, earlier stages' outputs); see :mod:`.reuse`.
+        ``False`` executes every notebook again.  A stage timed on a board always runs.
+    progress : one line per target and stage on the terminal (standard error).
+    quiet : send what the libraries print (TensorFlow, Jupyter, nbconvert, warnings) to
+        ``runs/<run_id>/batch.log`` instead of the terminal while the batch runs.
     parameters : extra notebook parameters for every target; ``target_parameters``
         ``{target: {name: value}}`` for one target only.
     """
@@ -176,17 +186,20 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
                          "a folder of reports. Give a folder (new or existing).")
     out_dir.mkdir(parents=True, exist_ok=True)
     # one batch at a time per output folder (a second one waits); an automatic run id never reuses a folder
-    with folder_lock(out_dir, what="batch"):
+    with folder_lock(out_dir, what="batch"), contextlib.ExitStack() as stack:
         if auto_id:
             run_id = _unused_run_id(out_dir, run_id)
             run_dir = Path("runs") / run_id
             common["run_dir"] = run_dir.as_posix()
+        terminal = stack.enter_context(_console.quiet(out_dir / run_dir / "batch.log", enabled=quiet))
+        console = _console.Console(terminal, enabled=progress, width=max(len(t) for t in [*targets, "summary"]))
         # 2. the reference model once, before parallel kernels would each train it
         if model == "reference":
             from ..models.reference import reference_model
             reference_model()
         # 3. targets
-        runner = Runner(out_dir, notebooks, kernel, timeout, progress, scrubber=Scrubber(out_dir))
+        runner = Runner(out_dir, notebooks, kernel, timeout, progress, scrubber=Scrubber(out_dir),
+                        reuse_unchanged=reuse, console=console)
         plans = {t: {**common, "target": t, "board": boards.get(t, ""),
                      **({"record": os.path.relpath(Path(record).resolve() / t, out_dir)} if record else {}),
                      **dict((target_parameters or {}).get(t, {}))}
