@@ -315,7 +315,8 @@ def _load_npz(path: Path, *, classes) -> Dataset:
         raise DataError(f"{path}: x must be NHWC or NHW images; got shape {x.shape}.")
     if len(x) == 0:
         raise DataError(f"{path}: x has no samples.")
-    ids = np.asarray(data["ids"]).astype(str) if "ids" in data.files else np.array([f"{path.stem}-{i}" for i in range(len(x))])
+    ids = (np.asarray(data["ids"]).astype(str) if "ids" in data.files
+           else np.array([f"{path.stem}-{i}" for i in range(len(x))]))
     x = check_pixels(x, ids=ids, where=str(path))          # uint8 -> /255; uint16, 0..255 floats, NaN: errors
     y = np.asarray(data["y"])
     if y.dtype.kind not in "biuf":
@@ -363,6 +364,7 @@ def _refuse_objects(path: Path, data) -> None:
 def export_npz(dataset: Dataset, path: str | os.PathLike, *, split: str, condition: str | None = None) -> Path:
     """Write ``x`` (float32 NHWC, what the model takes) and ``y`` of one split (and condition)."""
     import io
+
     from .._io import atomic_write_bytes
     subset = dataset.select(split=split, condition=condition)
     buf = io.BytesIO()
