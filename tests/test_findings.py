@@ -68,3 +68,38 @@ def test_findings_collection_orders_filters_and_round_trips():
     assert Findings().max_severity is None and Findings().summary() == "no findings"
     assert "next:" in fs.text() and "<table" in fs._repr_html_()
     assert len(collect(fs, [a, b])) == 3
+
+
+# -- the gate's findings section --------------------------------------------------------------------
+def _summary_with(*findings):
+    from types import SimpleNamespace
+    target = SimpleNamespace(target="imx93", status="ok", accuracy=(), npu_share=None, cpu_islands=None,
+                             findings=tuple(findings))
+    return SimpleNamespace(targets=(target,))
+
+
+def test_gate_fails_on_a_finding_above_its_severity_with_the_message_as_reason():
+    from workbench.evaluate.gate import Gate, check_quality_gate
+    gate = Gate.from_mapping({"findings": {"max_severity": "warning"}})
+    assert gate.findings_max_severity == "warning" and "findings <= warning" in gate.summary()
+    error = make("quantize.float-op-left", "model.tflite: 1 op(s) compute in float inside the INT8 model: SIN #3",
+                 target="imx93")
+    warning = make("placement.cpu-island", "island", target="imx93")
+    result = check_quality_gate(_summary_with(error, warning), gate)
+    assert not result.passed and len(result.violations) == 1
+    (v,) = result.violations
+    assert v.check == "findings.max_severity" and v.target == "imx93"
+    assert v.reason == ("imx93: error quantize.float-op-left: model.tflite: 1 op(s) compute in float inside "
+                        "the INT8 model: SIN #3")
+    assert check_quality_gate(_summary_with(warning), gate).passed
+    strict = Gate.from_mapping({"findings": {"max_severity": "info"}})
+    assert not check_quality_gate(_summary_with(warning), strict).passed
+    # findings given explicitly (a run's collection) take the place of the summary's
+    assert not check_quality_gate(_summary_with(), gate, findings=Findings((error,))).passed
+
+
+def test_gate_findings_severity_is_validated():
+    from workbench.errors import GateError
+    from workbench.evaluate.gate import Gate
+    with pytest.raises(GateError, match="`findings.max_severity` must be one of 'info', 'warning', 'error'"):
+        Gate.from_mapping({"findings": {"max_severity": "fatal"}})

@@ -27,6 +27,8 @@ YAML form (every section and key optional; a limit a file does not state is not 
       statistic: p50              # p50 | p99
       source: measured            # measured | board | vela
       allow_missing: false        # source board: pass (noted) when there is no board measurement
+    findings:
+      max_severity: warning       # fail on any finding more severe (an error); see docs/findings.md
 
 Every number must be finite (NaN compares false with every value and would pass
 anything): a NaN or infinite limit is refused with its key's name.
@@ -138,6 +140,9 @@ SCHEMA: dict[str, dict[str, tuple[str, Callable[[str, Any], Any]]]] = {
         "source": ("latency_source", _text),
         "allow_missing": ("latency_allow_missing", _flag),
     },
+    "findings": {
+        "max_severity": ("findings_max_severity", _text),
+    },
 }
 
 
@@ -207,6 +212,8 @@ class Gate(Result):
     latency_statistic: str = "p50"
     latency_source: str = "measured"
     latency_allow_missing: bool = False     # source board: no board measurement is noted, not failed
+    # findings (workbench.findings): fail on a finding more severe than this (info | warning | error)
+    findings_max_severity: str | None = None
     #: the file it was read from (not part of equality)
     source: str = field(default="", compare=False)
 
@@ -237,6 +244,9 @@ class Gate(Result):
                 check_range("latency.max_ms", self.max_latency_ms, 0.0, None, error=GateError)
             check_choice("latency.statistic", self.latency_statistic, LATENCY_STATISTICS, error=GateError)
             check_choice("latency.source", self.latency_source, GATE_LATENCY_SOURCES, error=GateError)
+            if self.findings_max_severity is not None:
+                from ..findings import SEVERITIES
+                check_choice("findings.max_severity", self.findings_max_severity, SEVERITIES, error=GateError)
         except GateError as exc:
             raise GateError(f"{self.source}: {exc}" if self.source else str(exc)) from None
 
@@ -319,6 +329,8 @@ class Gate(Result):
         if self.max_latency_ms is not None:
             parts.append(f"{self.latency_statistic} latency ({self.latency_source}) <= {self.max_latency_ms:g} ms"
                          + (" (board measurement may be missing)" if self.latency_allow_missing else ""))
+        if self.findings_max_severity is not None:
+            parts.append(f"findings <= {self.findings_max_severity}")
         return "; ".join(parts) or "no limits"
 
 
@@ -445,8 +457,11 @@ def check_gate(report: Any, gate: Gate | None = None, **kwargs: Any) -> GateResu
 
 
 # -- check a run summary (workbench batch --gate) ------------------------------------------------
-def check_quality_gate(summary: Any, gate: Gate | str | os.PathLike) -> GateResult:
-    """Check every target of a :class:`~workbench.runs.RunSummary`; every violation, not the first."""
+def check_quality_gate(summary: Any, gate: Gate | str | os.PathLike, *, findings: Any = None) -> GateResult:
+    """Check every target of a :class:`~workbench.runs.RunSummary`; every violation, not the first.
+
+    ``findings`` (a :class:`~workbench.findings.Findings` of the run) feeds the ``findings`` section;
+    by default each target summary's own ``findings`` are used."""
     gate = load_gate(gate)
     out: list[GateViolation] = []
     notes: list[str] = []
@@ -498,7 +513,22 @@ def check_quality_gate(summary: Any, gate: Gate | str | os.PathLike) -> GateResu
         if gate.max_latency_ms is not None:
             checked += 1
             _check_latency(t, gate, add, notes)
+        if gate.findings_max_severity is not None:
+            checked += 1
+            _check_findings(t, gate, add, findings)
     return GateResult(passed=not out, gate=gate, violations=tuple(out), checked=checked, notes=tuple(notes))
+
+
+def _check_findings(t: Any, gate: Gate, add: Callable[..., None], findings: Any) -> None:
+    """One violation per finding of target ``t`` more severe than ``findings.max_severity``."""
+    from ..findings import severity_rank
+    found = getattr(t, "findings", None) if findings is None else [f for f in findings if f.target == t.target]
+    if gate.findings_max_severity is None:
+        return
+    limit = severity_rank(gate.findings_max_severity)
+    for f in found or ():
+        if f.rank > limit:
+            add(t.target, "findings.max_severity", f"{f.severity} {f.code}: {f.message}", value=f.rank, limit=limit)
 
 
 def _check_latency(t: Any, gate: Gate, add: Callable[..., None], notes: list[str]) -> None:
