@@ -79,6 +79,7 @@ def test_papermill_help_lists_every_parameter_with_its_help(path):
     proc = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+    assert "Unable to parse" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     flat = " ".join(proc.stdout.split())
     for m in params:
         assert f"{m['name']}: {m['type']} (default {m['default']})" in flat
