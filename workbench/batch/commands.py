@@ -50,6 +50,13 @@ def register(sub: Any) -> None:
                    help="NXP BSP release whose rules and compiler place the ops (notebook parameter `bsp`) "
                         "for the targets that know it; the others, and the default, use the newest release "
                         "their tables know")
+    p.add_argument("--input-spec", default=None, metavar="FILE",
+                   help="the model's input contract as a YAML card for the accuracy stage (notebook parameter "
+                        "`input_spec`); the batch's quantization reads the card beside the model "
+                        "(<model>.card.yaml), so put it there for every stage (docs/byom.md)")
+    p.add_argument("--metric", default=None, metavar="NAME|MODULE:FUNCTION",
+                   help="task metric of the accuracy stage (notebook parameter `metric`): top1, pck or "
+                        "module:function called as metric(outputs, labels)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="[TARGET:]NAME=VALUE",
                    help="extra notebook parameter (a Python literal or a string), for one target with TARGET:")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-cell timeout in seconds")
@@ -124,6 +131,11 @@ def _batch(args: argparse.Namespace) -> int:
     from .._cli import emit
     from .pipeline import run_batch
     params, per_target = parse_params(args.param)
+    if args.input_spec:
+        import os
+        params["input_spec"] = os.path.abspath(args.input_spec)   # notebooks run in their run folder
+    if args.metric:
+        params["metric"] = args.metric
     if args.bsp:
         from ..placement.commands import bsp_parameters
         for t, value in bsp_parameters(args.targets, args.bsp).items():

@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated op types or node names kept in float (turns float fallback on)")
     p.add_argument("--allow-float", action="store_true", help="allow float fallback without excluding ops")
     p.add_argument("--no-cache", action="store_true", help="quantize again even if the cache holds the result")
+    p.add_argument("--input-spec", default=None, metavar="FILE",
+                   help="the model's input contract as a YAML card: calibration images are prepared with it "
+                        "(default: <model>.card.yaml beside the model; none: fed as they are; docs/byom.md)")
     p.add_argument("-o", "--output", required=True,
                    help="output folder (gets model.tflite/.onnx + model_manifest.json) or model file path")
     add_json_flag(p)
@@ -97,7 +100,7 @@ def _quantize(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = quantize(model, recipe, calibration, dataset=dataset, output=args.output,
-                          calibration_size=size, cache=not args.no_cache)
+                          calibration_size=size, cache=not args.no_cache, input_spec=args.input_spec)
     notes = [str(w.message) for w in caught]
     obj = result.to_dict()
     obj["manifest"] = result.manifest_path
