@@ -154,7 +154,7 @@ def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, ca
                                    env={"TF_CPP_MIN_LOG_LEVEL": "3"})
             client = Client(cluster)
             where = f"Dask LocalCluster ({n} process(es))"
-        with client:
+        try:
             n_workers = len(client.scheduler_info().get("workers", {})) or 1
             futures = {client.submit(run_cell, cell, spec, model_path, model_sha, cache=cache, pure=False): i
                        for i, cell in enumerate(cells)}
@@ -168,10 +168,25 @@ def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, ca
                         results[i] = CellResult(cell=cells[i], ok=False,
                                                 error=f"{type(exc).__name__} on the Dask worker: {exc}")
                     bar.update(1)
+        finally:
+            _close(client)
         return [r for r in results if r is not None], where, n_workers
     finally:
         if cluster is not None:
-            cluster.close()
+            _close(cluster)
+
+
+def _close(cluster: Any) -> None:
+    """Close a Client or LocalCluster; a slow shutdown (a loaded machine) warns instead of losing the results."""
+    import warnings
+
+    from ..errors import WorkbenchWarning
+    try:
+        cluster.close(timeout=60)
+    except (TimeoutError, OSError, RuntimeError) as exc:
+        warnings.warn(f"the Dask {type(cluster).__name__} did not shut down cleanly ({type(exc).__name__}: "
+                      f"{exc}); its worker processes end with this process. The results are complete.",
+                      WorkbenchWarning, stacklevel=3)
 
 
 #: the notebook-facing name (``wb.run_sweep``: ``wb.sweep`` is the package)
