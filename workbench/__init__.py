@@ -25,6 +25,10 @@ _EXPORTS = {
     "apply_condition": "workbench.data.conditions",
     # models
     "reference_model": "workbench.models.reference",
+    "InputContract": "workbench.models.contract",
+    "resolve_contract": "workbench.models.contract",
+    "keypoint_model": "workbench.models.keypoints",
+    "KeypointModel": "workbench.models.keypoints",
     "ReferenceModel": "workbench.models.reference",
     "model_format": "workbench.models.formats",
     # calibration (stage 1)
@@ -45,6 +49,7 @@ _EXPORTS = {
     "LayerErrors": "workbench.quantize.layer_errors",
     # evaluate (stage 3)
     "compare_accuracy": "workbench.evaluate.accuracy",
+    "FidelityRow": "workbench.evaluate.fidelity",
     "AccuracyReport": "workbench.evaluate.accuracy",
     "Gate": "workbench.evaluate.gate",
     "check_gate": "workbench.evaluate.gate",
@@ -99,3 +104,14 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
+
+
+def _in_ipython() -> bool:
+    import sys
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and getattr(ipython, "get_ipython", lambda: None)() is not None
+
+
+if _in_ipython():   # a notebook: a WorkbenchWarning prints as one line, without the cell's temp file and source
+    from .display import compact_warnings as _compact_warnings
+    _compact_warnings()
