@@ -10,6 +10,7 @@ import base64
 import dataclasses
 import html
 import io
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -144,3 +145,44 @@ def page(title: str, body: str, *, extra_css: str = "") -> str:
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
             f"<title>{esc(title)}</title><style>{PAGE_CSS}{extra_css}</style></head>"
             f"<body>{body}</body></html>\n")
+
+
+# -- warnings in a notebook --------------------------------------------------------------------
+
+def compact_warning_format(message: Any, category: type, filename: str, lineno: int, line: str | None = None) -> str:
+    """One clean line for a :class:`~workbench.errors.WorkbenchWarning` (no temporary file name of the
+    cell, no echoed source line); any other warning keeps Python's own format."""
+    from .errors import WorkbenchWarning
+    if isinstance(category, type) and issubclass(category, WorkbenchWarning):
+        return f"{category.__name__}: {' '.join(str(message).split())}\n"
+    return _PYTHON_FORMATWARNING(message, category, filename, lineno, line)
+
+
+def compact_warnings() -> None:
+    """Install :func:`compact_warning_format` as ``warnings.formatwarning`` (``import workbench`` does
+    this in an IPython kernel, so a notebook's warnings print as one line each)."""
+    warnings.formatwarning = compact_warning_format  # type: ignore[assignment]
+
+
+_PYTHON_FORMATWARNING = warnings.formatwarning
+
+
+# -- one vocabulary for accuracy tables --------------------------------------------------------
+
+#: The sign convention every accuracy table states (the caption or a line under the table).
+DROP_CONVENTION = "drop = FP32 - quantized, in percentage points; positive = quantized worse"
+
+
+def quantized_label(recipe: str | None) -> str:
+    """What to call a quantized model in a table: ``A16W8`` when its activations are 16-bit, else ``INT8``."""
+    return "A16W8" if recipe and str(recipe).lower().startswith("a16") else "INT8"
+
+
+def drop_text(drop_pp: float | None, ci_low: float | None = None, ci_high: float | None = None) -> str:
+    """``+1.23 [-0.40, +2.90] (within noise)``: the drop with its CI, saying so when the CI includes 0."""
+    if drop_pp is None:
+        return "-"
+    if ci_low is None or ci_high is None:
+        return f"{drop_pp:+.2f}"
+    noise = " (within noise)" if ci_low <= 0 <= ci_high else ""
+    return f"{drop_pp:+.2f} [{ci_low:+.2f}, {ci_high:+.2f}]{noise}"

@@ -124,8 +124,9 @@ class AccuracyReport(Result):
                                f"{low.output})" if low.sqnr_db is not None else ", no task metric")
             return head + f", {self.reference} only"
         unit = "pp" if self.metric == "top1" else f"x100 {self.metric}"
+        noise = ", within noise: the CI includes 0" if worst.drop_ci_low <= 0 <= worst.drop_ci_high else ""
         return (head + f"; largest drop {worst.drop_pp:+.2f} {unit} ({worst.model}, {worst.condition}, "
-                f"{self.confidence:.0%} CI {worst.drop_ci_low:+.2f}..{worst.drop_ci_high:+.2f})")
+                f"{self.confidence:.0%} CI {worst.drop_ci_low:+.2f}..{worst.drop_ci_high:+.2f}{noise})")
 
     def _value(self, v: float) -> str:
         return f"{v:.2%}" if self.metric in ("top1", "pck") else f"{v:.4g}"
@@ -192,7 +193,8 @@ class AccuracyReport(Result):
         contract = self.contract._repr_html_() if self.contract is not None else ""
         title = "Accuracy per condition" if self.metric == "top1" else f"Task metric per condition ({self.metric})"
         body = (display.table(self.headers, self.table_rows(), row_styles=styles,
-                              caption="red: the drop's CI lies above zero") + picture) if self.rows else ""
+                              caption=f"{display.DROP_CONVENTION}; red: the drop's CI lies above zero")
+                + picture) if self.rows else ""
         return (issues + display.heading(title) + display.paragraph(self.summary()) + body
                 + (fid.html(self.fidelity) if self.fidelity else "") + contract)
 
@@ -205,6 +207,11 @@ class AccuracyReport(Result):
         """Heatmap of the drop (pp) per condition x candidate."""
         from .plots import plot_drop_heatmap
         return plot_drop_heatmap(self, ax=ax)
+
+    def plot_confusions(self, model: str | None = None, *, normalize: bool = True) -> Any:
+        """One confusion matrix per condition of ``model`` (default the first candidate), in one figure."""
+        from .plots import plot_confusions
+        return plot_confusions(self, model, normalize=normalize)
 
     def plot_confusion(self, model: str, condition: str, ax: Any = None, *, normalize: bool = True) -> Any:
         """Confusion matrix of one model under one condition (rows: true class)."""
@@ -265,10 +272,10 @@ def compare_accuracy(fp32_model: Any, candidates: Any, dataset: Any, *, conditio
     out_names = tuple(contract.output_name(k) for k in range(n_outputs))
     kinds = tuple(contract.output_kind(k, n_outputs) for k in range(n_outputs))
     rows, fid_rows = [], []
-    for ci, cond in enumerate(conds):
+    for cond in conds:
         subset = held_out.select(condition=cond)
         y = labels_of(subset.y)
-        idx = _indices(len(subset), n_bootstrap, seed, ci)
+        idx = _indices(len(subset), n_bootstrap, seed, cond)
         ref_out = outputs[(reference_name, cond)]
         if metric_fn is not None:
             ref_values = _metric(metric_name, metric_fn, ref_out, y, reference_name, cond)
@@ -476,9 +483,13 @@ def _check_labels(name: str, path: str, n_outputs: int, held_out: Any) -> None:
                               "model trained for another class list?")
 
 
-def _indices(n: int, n_bootstrap: int, seed: int, condition_index: int) -> np.ndarray:
+def _indices(n: int, n_bootstrap: int, seed: int, condition: str) -> np.ndarray:
+    # Seeded by the condition's name, not its position: a condition's CI does not move when
+    # another condition is added to or removed from the comparison.
+    import zlib
+
     from .stats import bootstrap_indices
-    return bootstrap_indices(n, n_bootstrap, seed=np.random.default_rng([seed, condition_index]))
+    return bootstrap_indices(n, n_bootstrap, seed=np.random.default_rng([seed, zlib.crc32(condition.encode())]))
 
 
 def _score_row(name, cond, y, pred, pred_ref, idx, n_classes, confidence, *, is_reference) -> AccuracyRow:

@@ -40,7 +40,9 @@ def plot_accuracy_bars(report: Any, ax: Any = None) -> Any:
     ax.set_ylim(max(0.0, low - 10), 100)
     ax.set_title(f"{report.dataset}[{report.split}]: accuracy per condition "
                  f"({report.confidence:.0%} bootstrap CI)", fontsize=9)
-    ax.legend(fontsize=7, ncol=min(len(models), 4))
+    # the legend sits below the axes, outside the bars and their whiskers
+    ax.legend(fontsize=7, ncol=min(len(models), 4), loc="upper center", bbox_to_anchor=(0.5, -0.22),
+              frameon=False)
     return ax
 
 
@@ -77,3 +79,27 @@ def plot_confusion(report: Any, model: str, condition: str, ax: Any = None, *, n
     ax.set_ylabel("true")
     ax.set_title(f"{model}, {condition}: top-1 {row.accuracy:.1%}", fontsize=9)
     return ax
+
+
+def plot_confusions(report: Any, model: str | None = None, *, normalize: bool = True) -> Any:
+    """A figure with one confusion matrix per condition of ``model`` (default: the first candidate,
+    else the FP32 reference), three per row so that it fits a notebook column.  A metric without
+    classes (PCK) gets a figure that says so."""
+    import matplotlib.pyplot as plt
+    model = model if model is not None else next(iter(report.candidates), report.reference)
+    conds = [c for c in report.conditions if report.row(c, model).confusion] if report.rows else []
+    if not conds:
+        fig, ax = plt.subplots(figsize=(6, 1))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"no confusion matrix: metric {report.metric!r} has no classes", ha="center", va="center")
+        return fig
+    cols = min(3, len(conds))
+    rows = -(-len(conds) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 3.1 * rows), squeeze=False)
+    for ax, cond in zip(axes.flat, conds):
+        plot_confusion(report, model, cond, ax=ax, normalize=normalize)
+    for ax in list(axes.flat)[len(conds):]:
+        ax.axis("off")
+    fig.suptitle(f"confusion matrices of {model} per condition (rows: true class)", fontsize=10)
+    fig.tight_layout()
+    return fig
