@@ -94,7 +94,9 @@ def cell_key(cell: SweepCell, spec: SweepSpec, model_sha: str, dataset_hash: str
     """The content key of a cell: model and data bytes, the cell, the settings and the code."""
     from ..quantize.engine import _toolchain
     from ..quantize.recipe import get_recipe
-    code = stable_hash([sha256_file(Path(__file__).parent / f) for f in ("cell.py", "plan.py")])
+    package = Path(__file__).parents[1]   # the sweep's code and the placement rules/compiler choice it relies on
+    code = stable_hash([sha256_file(package / f) for f in ("sweep/cell.py", "sweep/plan.py", "placement/analyze.py",
+                                                           "placement/vela.py")])
     backend = get_recipe(cell.recipe).backend
     vela = None
     if cell.target == "imx93" and spec.use_vela:
@@ -178,8 +180,8 @@ def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any) -> Cell
     host_ms = host_cpu_latency(qm.path) if spec.time_host_cpu else None
     if placement.estimated_latency_ms is not None:
         latency, kind = placement.estimated_latency_ms, LatencySource.VELA.value
-        from importlib import metadata
-        label = latency_label(kind, version=metadata.version("ethos-u-vela"))
+        version = placement.authority.split()[-1] if placement.authority.startswith("vela ") else None
+        label = latency_label(kind, version=version)     # the Vela that compiled it (the BSP's)
     elif host_ms is not None:
         latency, kind, label = host_ms, LatencySource.HOST_CPU.value, latency_label(LatencySource.HOST_CPU)
     else:
