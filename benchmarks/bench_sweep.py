@@ -42,7 +42,7 @@ print(len(r.cells), len(r.failed))
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="tradeoff")
-    parser.add_argument("--quick", action="store_true", help="4 cells instead of 36 (a smoke run)")
+    parser.add_argument("--quick", action="store_true", help="8 cells instead of 36 (a smoke run)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import warnings
