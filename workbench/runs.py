@@ -317,6 +317,12 @@ class RunFolder:
 # -- summary across targets --------------------------------------------------------------------
 @dataclass(frozen=True)
 class ConditionAccuracy(Result):
+    """One condition: FP32 and INT8 top-1 accuracy, the drop with its CI, the FP32/INT8 agreement.
+
+    The per-condition accuracy row of every report across targets; built from an
+    :class:`~workbench.evaluate.accuracy.AccuracyReport` by :meth:`from_report`.
+    """
+
     condition: str
     n: int | None = None
     fp32: float | None = None
@@ -325,6 +331,31 @@ class ConditionAccuracy(Result):
     ci_low: float | None = None
     ci_high: float | None = None
     agreement: float | None = None               # FP32/INT8 argmax agreement
+    drop_ci_low: float | None = None             # the drop's paired-bootstrap CI (pp)
+    drop_ci_high: float | None = None
+
+    @classmethod
+    def from_report(cls, report: Any, condition: str, model: str | None = None) -> ConditionAccuracy:
+        """The row of ``condition`` for candidate ``model`` (default: the report's first candidate)."""
+        model = model if model is not None else next(iter(report.candidates), None)
+        ref = _row_or_none(report, condition, report.reference)
+        row = _row_or_none(report, condition, model) if model is not None else None
+        return cls(condition=str(condition), n=(row or ref).n if (row or ref) is not None else None,
+                   fp32=ref.accuracy if ref is not None else None,
+                   int8=row.accuracy if row is not None else None,
+                   drop_pp=row.drop_pp if row is not None else None,
+                   ci_low=row.ci_low if row is not None else None, ci_high=row.ci_high if row is not None else None,
+                   agreement=row.agreement if row is not None else None,
+                   drop_ci_low=row.drop_ci_low if row is not None else None,
+                   drop_ci_high=row.drop_ci_high if row is not None else None)
+
+
+def _row_or_none(report: Any, condition: str, model: str) -> Any:
+    from .errors import EvaluationError
+    try:
+        return report.row(condition, model)
+    except (EvaluationError, KeyError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -359,7 +390,10 @@ class TargetSummary(Result):
         worst = max(self.accuracy, key=lambda a: a.drop_pp or 0.0, default=None)
         parts = [f"{self.target} ({self.recipe or '?'})"]
         if worst is not None and worst.drop_pp is not None:
-            parts.append(f"worst drop {worst.drop_pp:+.1f} pp ({worst.condition})")
+            noise = (worst.drop_ci_low is not None and worst.drop_ci_high is not None
+                     and worst.drop_ci_low <= 0 <= worst.drop_ci_high)
+            parts.append(f"worst drop {worst.drop_pp:+.1f} pp ({worst.condition}"
+                         + (", within noise: its CI includes 0)" if noise else ")"))
         if self.npu_share is not None:
             parts.append(f"NPU {self.npu_share:.0%}, {self.cpu_islands} CPU island(s)")
         if self.latency_ms is not None:
@@ -405,6 +439,8 @@ class RunSummary(Result):
         """INT8 accuracy per condition, one bar group per condition, one bar per target."""
         import matplotlib.pyplot as plt
         import numpy as np
+
+        from . import display
         if ax is None:
             _, ax = plt.subplots(figsize=(7, 3))
         done = [t for t in self.targets if t.accuracy]
@@ -415,7 +451,7 @@ class RunSummary(Result):
             by = {a.condition: a for a in t.accuracy}
             ax.bar(pos + (i - (len(done) - 1) / 2) * width,
                    [by[c].int8 if c in by and by[c].int8 is not None else np.nan for c in conditions],
-                   width, label=f"{t.target} INT8 ({t.recipe})")
+                   width, label=f"{t.target} {display.quantized_label(t.recipe)} ({t.recipe})")
         if done:
             fp32 = {a.condition: a.fp32 for a in done[0].accuracy}
             ax.scatter(pos, [fp32.get(c) if fp32.get(c) is not None else np.nan for c in conditions],
@@ -423,8 +459,9 @@ class RunSummary(Result):
         ax.set_xticks(pos, conditions, rotation=15)
         ax.set_ylabel("top-1 accuracy")
         ax.set_title(f"run {self.run_id}: accuracy per condition")
-        if done:
-            ax.legend(fontsize=8)
+        if done:   # below the axes, outside the bars
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(len(done) + 1, 4),
+                      frameon=False)
         else:
             ax.text(0.5, 0.5, "no accuracy results", ha="center", va="center", transform=ax.transAxes)
         return ax
@@ -435,60 +472,53 @@ class RunSummary(Result):
         for t in self.targets:
             worst = max(t.accuracy, key=lambda a: a.drop_pp or 0.0, default=None)
             rows.append((t.target, t.status, t.recipe or "-",
-                         f"{worst.drop_pp:+.2f} pp ({worst.condition})" if worst and worst.drop_pp is not None else "-",
+                         f"{display.drop_text(worst.drop_pp, worst.drop_ci_low, worst.drop_ci_high)} pp "
+                         f"({worst.condition})" if worst and worst.drop_pp is not None else "-",
                          f"{t.npu_share:.0%}" if t.npu_share is not None else "-",
                          "-" if t.cpu_islands is None else t.cpu_islands,
                          f"{t.latency_ms:.3f} ms ({t.latency_kind})" if t.latency_ms is not None else "-",
                          f"{t.vela_estimate_ms:.3f} ms ({VELA_ESTIMATE})" if t.vela_estimate_ms is not None
                          else "-", t.error or ""))
             styles.append(display.BAD_STYLE if t.status == "failed" else "")
-        acc_rows = [(t.target, a.condition, a.n, _pct(a.fp32), _pct(a.int8),
-                     "-" if a.drop_pp is None else f"{a.drop_pp:+.2f}")
+        acc_rows = [(t.target, a.condition, a.n, _pct(a.fp32),
+                     f"{_pct(a.int8)} ({display.quantized_label(t.recipe)})",
+                     display.drop_text(a.drop_pp, a.drop_ci_low, a.drop_ci_high))
                     for t in self.targets for a in t.accuracy]
         from .findings import collect, findings_html
         return (display.heading(f"Run {self.run_id}") + display.paragraph(self.summary())
                 + findings_html(collect(*(t.findings for t in self.targets)), title="Findings (all targets)")
                 + display.table(("target", "status", "recipe", "worst accuracy drop", "NPU op share",
                                  "CPU islands", "latency p50", "latency estimate", "error"), rows,
-                                row_styles=styles, caption="Targets")
-                + display.table(("target", "condition", "n", "FP32", "INT8", "drop (pp)"), acc_rows,
-                                caption="Accuracy per condition"))
+                                row_styles=styles, caption=f"Targets ({display.DROP_CONVENTION})")
+                + display.table(("target", "condition", "n", "FP32", "quantized", "drop pp [95% CI]"), acc_rows,
+                                caption=f"Accuracy per condition ({display.DROP_CONVENTION})"))
 
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.2%}"
 
 
-def _accuracy_rows(result: dict[str, Any]) -> tuple[ConditionAccuracy, ...]:
-    """Per condition: FP32 and INT8 accuracy from an ``AccuracyReport`` dict.
-
-    The FP32 row of a condition is the one without a drop (the reference itself);
-    the INT8 row the first candidate row with one."""
-    fp32: dict[str, dict] = {}
-    int8: dict[str, dict] = {}
-    reference = result.get("reference") or result.get("fp32_name")
-    for row in result.get("rows", ()):
-        cond = row.get("condition")
-        is_ref = (row.get("model") == reference) if reference else row.get("drop_pp") in (None, 0, 0.0) \
-            and cond not in fp32
-        (fp32 if is_ref else int8).setdefault(cond, row)
-    out = []
-    for cond in dict.fromkeys([*fp32, *int8]):
-        f, q = fp32.get(cond, {}), int8.get(cond, {})
-        out.append(ConditionAccuracy(condition=str(cond), n=q.get("n") or f.get("n"), fp32=f.get("accuracy"),
-                                     int8=q.get("accuracy"), drop_pp=q.get("drop_pp"),
-                                     ci_low=q.get("ci_low"), ci_high=q.get("ci_high"),
-                                     agreement=q.get("agreement")))
-    return tuple(out)
+def _accuracy_rows(report: Any) -> tuple[ConditionAccuracy, ...]:
+    """Per condition of an ``AccuracyReport``: FP32 (the reference) and the INT8 candidate."""
+    return tuple(ConditionAccuracy.from_report(report, c) for c in report.conditions)
 
 
-def _latency_source(timing: dict[str, Any]) -> str:
+def _latency_source(timing: Any) -> str:
     """Where a saved timing result was measured: a :class:`~workbench.vocab.LatencySource` value."""
-    if timing.get("latency_kind") in LATENCY_SOURCES:       # TimingResult states it
-        return str(timing["latency_kind"])
-    if not timing.get("on_board"):
+    if getattr(timing, "latency_kind", None) in LATENCY_SOURCES:       # TimingResult states it
+        return str(timing.latency_kind)
+    if not timing.on_board:
         return LatencySource.HOST_CPU.value
-    return (LatencySource.BOARD if timing.get("delegate") else LatencySource.BOARD_CPU).value
+    return (LatencySource.BOARD if timing.delegate else LatencySource.BOARD_CPU).value
+
+
+def _load_typed(folder: RunFolder, stage: str) -> Any:
+    """The stage's saved result as its type; a damaged record is warned about and counts as not run."""
+    try:
+        return folder.load(stage)
+    except BatchError as exc:
+        warnings.warn(f"{exc} (the run summary leaves the {stage} stage out)", WorkbenchWarning, stacklevel=3)
+        return None
 
 
 def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
@@ -498,33 +528,40 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
     if not folder.path.is_dir():
         return TargetSummary(target=target, status="failed", error="no results (the target did not run)")
     records = {s: folder.record(s) for s in STAGES}
-    done = tuple(s for s in STAGES if records[s] is not None)
-    get = lambda s: (records[s] or {}).get("result") or {}  # noqa: E731
-    q, placement, timing = get("quantize"), get("placement"), get("timing")
-    error = read_json(folder.path / "error.json") if (folder.path / "error.json").is_file() else None
-    status = "failed" if error else ("ok" if len(done) == len(STAGES) else "incomplete")
-    latency = timing.get("latency_us") or {}
-    source = _latency_source(timing) if timing else None
-    first: dict[str, Any] = next((records[s] or {} for s in done), {})
+    first: dict[str, Any] = next((records[s] or {} for s in STAGES if records[s] is not None), {})
     folder.model_name = first.get("model", REFERENCE)
     folder.dataset_name = first.get("dataset", "")
+    # typed results, never JSON keys: a field renamed in a result type is a type error here, not a silent None
+    loaded = {s: _load_typed(folder, s) if records[s] is not None else None for s in STAGES}
+    done = tuple(s for s in STAGES if loaded[s] is not None)
+    q, accuracy, placement, timing = (loaded[s] for s in ("quantize", "accuracy", "placement", "timing"))
+    error = read_json(folder.path / "error.json") if (folder.path / "error.json").is_file() else None
+    status = "failed" if error else ("ok" if len(done) == len(STAGES) else "incomplete")
+    latency = timing.latency_us if timing is not None else None
+    source = _latency_source(timing) if timing is not None else None
+    vela_ms = placement.estimated_latency_ms if placement is not None else None
+    vela_label = (placement.latency_label or VELA_ESTIMATE) if placement is not None and vela_ms is not None else None
+    kind_label = None
+    if timing is not None and source:
+        kind_label = timing.latency_label or latency_label(source, board=timing.board or timing.destination,
+                                                           delegate=os.path.basename(timing.delegate or "") or None)
     return TargetSummary(
         target=target, status=status, stages=done, error=error.get("message") if error else None,
         failed_stage=error.get("stage") if error else None,
-        recipe=(q.get("recipe") or {}).get("name") if q else None,
-        accuracy=_accuracy_rows(get("accuracy")) if records["accuracy"] else (),
-        npu_share=placement.get("npu_share"), npu_ops=placement.get("npu_ops"), cpu_ops=placement.get("cpu_ops"),
-        npu_segments=placement.get("npu_segments"),
-        cpu_islands=len(placement["cpu_islands"]) if "cpu_islands" in placement else None,
-        placement_authority=placement.get("authority"),
-        latency_ms=None if latency.get("p50") is None else latency["p50"] / 1000.0,
-        latency_p99_ms=None if latency.get("p99") is None else latency["p99"] / 1000.0,
-        latency_kind=(timing.get("latency_label") or latency_label(
-            source, board=timing.get("board") or timing.get("destination"),
-            delegate=os.path.basename(timing.get("delegate") or "") or None)) if source else None,
+        recipe=q.recipe.name if q is not None else None,
+        accuracy=_accuracy_rows(accuracy) if accuracy is not None else (),
+        npu_share=placement.npu_share if placement is not None else None,
+        npu_ops=placement.npu_ops if placement is not None else None,
+        cpu_ops=placement.cpu_ops if placement is not None else None,
+        npu_segments=placement.npu_segments if placement is not None else None,
+        cpu_islands=len(placement.cpu_islands) if placement is not None else None,
+        placement_authority=placement.authority if placement is not None else None,
+        latency_ms=None if latency is None or latency.p50 is None else latency.p50 / 1000.0,
+        latency_p99_ms=None if latency is None or latency.p99 is None else latency.p99 / 1000.0,
+        latency_kind=kind_label,
         latency_source=source,
-        vela_estimate_ms=placement.get("estimated_latency_ms"),
-        vela_label=VELA_ESTIMATE if placement.get("estimated_latency_ms") is not None else None,
+        vela_estimate_ms=vela_ms,
+        vela_label=vela_label,
         manifest=folder.manifest() if done else None,
         findings=tuple(_target_findings(folder)) if done else ())
 
