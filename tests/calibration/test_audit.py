@@ -9,7 +9,7 @@ import pytest
 
 from workbench.calibration.audit import CoverageAudit, audit_coverage
 from workbench.data.dataset import Dataset
-from workbench.errors import CalibrationError
+from workbench.errors import CalibrationError, WorkbenchWarning
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_round_trip_json_rows_and_html(daylight_audit):
     assert {"layer", "condition", "clip_rate"} <= set(data["rows"][0])
     assert len(data["rows"]) == len(audit.layers) * len(audit.conditions)
     back = CoverageAudit.from_dict(data)
-    assert back == audit and isinstance(back.calibrated_ranges["logits"], tuple)
+    assert back == audit and isinstance(back.calibrated_ranges["classifier"], tuple)
     import matplotlib
     matplotlib.use("Agg")
     html = audit._repr_html_()
@@ -109,14 +109,15 @@ def test_audit_of_a_model_file_is_cached(reference, bright_case, workbench_cache
     """The same model file, calibration and data give the cached audit back; a damaged entry is redone."""
     from pathlib import Path
     data, first = bright_case
-    entries = [e for e in Path(workbench_cache, "audit").glob("*.json")
-               if json.loads(e.read_text()).get("dataset") == "bright-case"]
+    entries = [e for e in Path(workbench_cache, "audit").glob("*.json")      # sealed: {"sha256", "data"}
+               if json.loads(e.read_text())["data"].get("dataset") == "bright-case"]
     assert len(entries) == 1, "the audit of a model file was not cached"
     again = audit_coverage(reference, data.select(split="calibration"), dataset=data)
     assert again.to_dict() == first.to_dict()
     fresh = audit_coverage(reference, data.select(split="calibration"), dataset=data, cache=False)
     assert fresh.to_dict() == first.to_dict()
     entries[0].write_text("{not json")
-    redone = audit_coverage(reference, data.select(split="calibration"), dataset=data)
+    with pytest.warns(WorkbenchWarning, match="damaged"):
+        redone = audit_coverage(reference, data.select(split="calibration"), dataset=data)
     assert redone.to_dict() == first.to_dict()
-    assert json.loads(entries[0].read_text())["calibration_hash"] == first.calibration_hash
+    assert json.loads(entries[0].read_text())["data"]["calibration_hash"] == first.calibration_hash

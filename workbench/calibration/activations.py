@@ -209,14 +209,18 @@ def activation_ranges(model: Any, x: np.ndarray, *, layers: Sequence[str] | None
 
 
 def embeddings(model: Any, x: np.ndarray, *, batch_size: int = 256) -> np.ndarray:
-    """The penultimate-layer features (the input of the model's last layer), flattened per sample."""
+    """The penultimate-layer features (the input of the model's head), flattened per sample."""
     loaded = model if _is_keras(model) else load_activation_model(model)
     if isinstance(loaded, GraphTaps):
         return loaded.embeddings(x, batch_size=batch_size)
     import keras
     keras_model = _batch_free(load_keras(loaded))
-    last = keras_model.layers[-1]
-    feature = keras.Model(keras_model.inputs, last.input)
+    # the head is the last layer that computes (a Reshape, Flatten or Softmax after it only reshapes or
+    # normalises its scores): its input is the feature
+    head = len(keras_model.layers) - 1
+    while head > 1 and type(keras_model.layers[head]).__name__ in ("Reshape", "Flatten", "Softmax", "Activation"):
+        head -= 1
+    feature = keras.Model(keras_model.inputs, keras_model.layers[head].input)
     fixed = tuple(keras_model.inputs[0].shape)[0]
     step = fixed if fixed else batch_size
     parts = [np.asarray(feature([np.ascontiguousarray(x[i:i + step], dtype=np.float32)], training=False))

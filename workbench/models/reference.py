@@ -1,7 +1,8 @@
 """The reference model: a small CNN every target can run, trained on daylight digits.
 
-Conv, depthwise conv, max and average pooling, dense and ReLU only: ops that the
-VX delegate, Vela and the Neutron converter all map.  Trained on the built-in
+Conv, depthwise conv, max and average pooling (stride 2) and ReLU only: ops that the
+VX delegate, Vela (3.10.0, what the i.MX 93 BSP ships, and newer) and the Neutron
+converter all map.  Trained on the built-in
 dataset's daylight training split with light augmentation (small shifts and
 brightness jitter), then exported with a static batch of 1 (a ``None`` batch
 exports SHAPE/PACK/STRIDED_SLICE ops that targets reject) as ``.keras``,
@@ -87,8 +88,13 @@ def build_model(input_shape: tuple[int, ...], n_classes: int, *, batch_size: int
 
     Each convolution is followed by batch normalization (folded into the convolution
     by the TFLite converter) and ReLU (fused into it), so the exported graph holds
-    only CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D, AVERAGE_POOL_2D, RESHAPE and
-    FULLY_CONNECTED.
+    only CONV_2D, DEPTHWISE_CONV_2D, MAX_POOL_2D, AVERAGE_POOL_2D and RESHAPE.
+
+    Chosen so that every target's toolchain puts every op on the NPU, the Vela that BSP
+    lf-6.6.3_1.0.0 ships (3.10.0) included: pools have stride 2 (Vela 3.10.0 keeps a
+    stride-4 AVERAGE_POOL_2D on the CPU) and the classifier is a 4x4 convolution over the
+    last 4x4 feature map, not a FULLY_CONNECTED layer (Vela 3.10.0 keeps FULLY_CONNECTED
+    with per-channel weights, which the per-channel recipes write, on the CPU).
     """
     import keras
     from keras import layers
@@ -105,9 +111,9 @@ def build_model(input_shape: tuple[int, ...], n_classes: int, *, batch_size: int
     x = layers.MaxPooling2D(2, name="pool1")(x)
     x = conv_bn_relu(x, layers.DepthwiseConv2D(3, padding="same", use_bias=False, name="dw2"), "dw2")
     x = conv_bn_relu(x, layers.Conv2D(64, 1, use_bias=False, name="pw2"), "pw2")
-    x = layers.AveragePooling2D(4, name="pool2")(x)
-    x = layers.Flatten(name="flatten")(x)
-    outputs = layers.Dense(n_classes, name="logits")(x)
+    x = layers.AveragePooling2D(2, name="pool2")(x)                          # 4x4x64
+    x = layers.Conv2D(n_classes, 4, padding="valid", name="classifier")(x)   # 1x1xclasses
+    outputs = layers.Reshape((n_classes,), name="logits")(x)
     return keras.Model(inputs, outputs, name="reference_cnn")
 
 
