@@ -149,7 +149,8 @@ def page(title: str, body: str, *, extra_css: str = "") -> str:
 
 # -- warnings in a notebook --------------------------------------------------------------------
 
-def compact_warning_format(message: Any, category: type, filename: str, lineno: int, line: str | None = None) -> str:
+def compact_warning_format(message: Any, category: type[Warning], filename: str, lineno: int,
+                           line: str | None = None) -> str:
     """One clean line for a :class:`~workbench.errors.WorkbenchWarning` (no temporary file name of the
     cell, no echoed source line); any other warning keeps Python's own format."""
     from .errors import WorkbenchWarning
@@ -161,7 +162,7 @@ def compact_warning_format(message: Any, category: type, filename: str, lineno: 
 def compact_warnings() -> None:
     """Install :func:`compact_warning_format` as ``warnings.formatwarning`` (``import workbench`` does
     this in an IPython kernel, so a notebook's warnings print as one line each)."""
-    warnings.formatwarning = compact_warning_format  # type: ignore[assignment]
+    warnings.formatwarning = compact_warning_format
 
 
 _PYTHON_FORMATWARNING = warnings.formatwarning
