@@ -78,6 +78,9 @@ def test_changing_widgets_recomputes_and_redraws(ex):
     r2 = ex.result
     assert r2.placement.target == "imx93" and r2.placement.label == "vela"
     assert r2.quantized.sha256 == r1.quantized.sha256 and r2.quantized.cache_hit
+    # ... and the explorer says that this knob changed nothing in the model
+    assert r2.same_model_as == r1.settings.label()
+    assert f"same activation ranges as {r1.settings.label()}: identical model" in ex.message.value
     assert _panels(ex)[2] != panels0[2]
 
     # calibration strategy: random -> stratified changes the set, the ranges, the model and the audit
@@ -147,7 +150,9 @@ def test_exploration_round_trips_and_renders(ex):
     assert back.to_dict() == r.to_dict()
     assert back.settings == r.settings and back.accuracy_table() == r.accuracy_table()
     html = r._repr_html_()
-    assert IMAGE in html and "drop (pp)" in html and r.quantized.sha256 in html
+    assert IMAGE in html and "drop pp [95% CI]" in html and r.quantized.sha256 in html
+    assert "drop = FP32 - quantized" in html
+    assert r.placement is None or "why it runs on the CPU" in html or "every op of the model runs on the NPU" in html
     assert "http://" not in html and "https://" not in html
 
 
@@ -227,3 +232,164 @@ def test_findings_of_the_current_settings_are_shown(ex):
     assert found.summary() in ex.findings_panel.value
     # 60 random samples: the set is too small, and the finding says so in the panel
     assert "calibration.too-small" in found.codes and "calibration.too-small" in ex.findings_panel.value
+
+
+# --------------------------------------------------------------------------- issue 15: what a person sees
+
+def _png_sizes(html):
+    import base64
+    import re
+    import struct
+    sizes = []
+    for data in re.findall(r'src="data:image/png;base64,([^"]+)"', html):
+        head = base64.b64decode(data[:64])
+        sizes.append(struct.unpack(">II", head[16:24]))
+    return sizes
+
+
+def test_auto_recipe_is_the_targets_default():
+    import inspect
+
+    from workbench.explore import ExplorerSettings, explorer
+    from workbench.targets import get_target
+    assert inspect.signature(explorer).parameters["recipe"].default == "auto"
+    assert ExplorerSettings().recipe == "auto"
+    assert ExplorerSettings(target="imx8mp").effective_recipe == "a8w8_pt" == get_target("imx8mp").recipe
+    assert ExplorerSettings(target="imx93").effective_recipe == "a8w8_pc"
+    assert ExplorerSettings(target="imx93", recipe="a16w8_pc").effective_recipe == "a16w8_pc"
+
+
+def test_panels_are_stacked_and_fit_a_1200px_column(ex):
+    import ipywidgets as w
+    # no row of the layout holds two panels side by side
+    panels = {ex.accuracy_panel, ex.audit_panel, ex.placement_panel, ex.findings_panel, ex.history_panel}
+    for child in ex.widget.children:
+        if isinstance(child, w.HBox):
+            assert not panels & set(child.children)
+    assert ex.widget.layout.max_width == "1180px"
+    for panel in (ex.accuracy_panel, ex.audit_panel, ex.placement_panel):
+        sizes = _png_sizes(panel.value)
+        assert sizes and all(width <= 1180 for width, _ in sizes), (panel.description, sizes)
+
+
+def test_heatmap_has_one_colour_scale_and_marks_the_threshold(ex):
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from workbench.explore import HEATMAP_VMAX
+    audit = ex.result.audit
+    ax = audit.plot(vmax=HEATMAP_VMAX)
+    image = ax.get_images()[0]
+    assert image.get_clim() == (0, HEATMAP_VMAX)     # 0.13% and 8.24% get different reds on every redraw
+    outlined = [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
+    assert len(outlined) == int((audit.matrix("clip_rate") >= audit.clip_threshold).sum())
+    assert "at risk" in ax.get_title()
+    plt.close(ax.figure)
+
+
+def test_placement_names_each_cpu_op_and_why(ex):
+    from workbench.explore import placement_html
+    r = ex.compute(replace(ex.settings, target="imx8mp", recipe="a16w8_pc"))
+    if r.placement is None:
+        assert "imx8mp" in r.placement_error
+        return
+    cpu = [o for o in r.placement.ops if o.placement != "NPU"]
+    assert cpu, "a16w8 on the INT8-only imx8mp NPU falls back to the CPU"
+    html = placement_html(r)
+    assert "why it runs on the CPU" in html
+    for o in cpu:
+        assert o.type in html
+        for reason in o.reasons:
+            assert reason.constraint in html
+
+
+def test_cli_command_field_holds_commands_that_parse(ex):
+    import shlex
+
+    from workbench import cli
+    s = ex.result.settings
+    assert ex.cli.value == s.cli_commands(model=ex._cli_model(), dataset=ex.dataset.name)
+    lines = ex.cli.value.splitlines()
+    assert [ln.split()[1] for ln in lines] == ["calibrate", "quantize", "evaluate", "placement"]
+    assert f"--recipe {s.effective_recipe}" in lines[1] and f"--target {s.target}" in lines[3]
+    parser = cli.build_parser()
+    for line in lines:
+        parser.parse_args(shlex.split(line)[1:])
+
+
+def test_busy_state_disables_the_knobs_and_marks_stale_panels(ex):
+    ex._busy(True)
+    assert all(c.disabled for c in ex.controls) and ex.pin.disabled
+    assert "wb-stale" in ex.accuracy_panel._dom_classes
+    ex._busy(False)
+    assert not any(c.disabled for c in ex.controls)
+    assert "wb-stale" not in ex.accuracy_panel._dom_classes
+    ex.conditions.value = ()                      # an error: knobs usable again, panels stay stale
+    assert ex.error is not None and not ex.conditions.disabled
+    assert "wb-stale" in ex.audit_panel._dom_classes
+    ex.conditions.value = CONDITIONS
+    assert ex.error is None and "wb-stale" not in ex.audit_panel._dom_classes
+
+
+def test_history_and_pinned_baseline(ex):
+    first = len(ex.history)
+    assert ex.baseline is not None and ex.history
+    ex.seed = 1
+    assert ex.result.settings.seed == 1 and ex.result.calibration.seed == 1
+    assert len(ex.history) == first + 1 and ex.history[-1].settings.seed == 1
+    assert ex.pin_baseline() is ex.history[-1]
+    assert "(baseline)" in ex.history_panel.value and "vs baseline pp" in ex.history_panel.value
+    ex.seed = 0
+    assert ex.history[-1].settings.seed == 0 and ex.baseline.settings.seed == 1
+    assert ex.result.settings.label() in ex.history_panel.value
+
+
+def test_a_conditions_ci_does_not_move_when_another_is_toggled(ex):
+    both = {r.condition: r for r in ex.result.accuracy_table()}
+    ex.conditions.value = ("low-light",)
+    alone = ex.result.accuracy_table()[0]
+    ex.conditions.value = CONDITIONS
+    assert (alone.drop_ci_low, alone.drop_ci_high) == (both["low-light"].drop_ci_low, both["low-light"].drop_ci_high)
+
+
+def test_tool_output_stays_out_of_the_cell(ex, capfd):
+    capfd.readouterr()
+    ex.seed = 7                                   # a new calibration set: a real quantization runs
+    out, err = capfd.readouterr()
+    assert ex.result.settings.seed == 7 and not ex.result.quantized.cache_hit
+    assert out == "" and err == "", (out, err)
+    ex.seed = 0
+
+
+def test_worst_drop_within_noise_is_said_so():
+    from workbench.explore import ConditionAccuracy, _drop_phrase
+    noisy = ConditionAccuracy("fog", 100, 0.9, 0.88, 2.0, -1.0, 5.0)
+    real = ConditionAccuracy("fog", 100, 0.9, 0.80, 10.0, 4.0, 16.0)
+    assert "within noise" in _drop_phrase(noisy)
+    assert "within noise" not in _drop_phrase(real)
+
+
+def test_explorer_fits_1200px_in_chromium(ex, tmp_path):
+    """The explorer's panels as a page in a 1200 px Chromium window: no horizontal scrolling, every
+    image decoded, no error text."""
+    from tests._browser import chromium
+    from workbench import display
+    from workbench.explore import STYLE
+    body = "".join(p.value for p in (ex.status, ex.message, ex.findings_panel, ex.accuracy_panel, ex.audit_panel,
+                                     ex.placement_panel, ex.history_panel))
+    page = tmp_path / "explorer.html"
+    page.write_text(display.page("explorer", f'{STYLE}<div class="wb-explorer" style="max-width:1180px">{body}</div>'))
+    driver = chromium(tmp_path / "profile", width=1200)
+    try:
+        driver.get(page.as_uri())
+        widths = driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth];")
+        images = driver.execute_script("return Array.from(document.images).map(i => i.complete && i.naturalWidth > 0);")
+        text = driver.find_element("tag name", "body").text
+        assert driver.save_screenshot(str(tmp_path / "explorer.png"))
+    finally:
+        driver.quit()
+    assert widths[0] <= widths[1], f"horizontal scrolling: page {widths[0]} px in a {widths[1]} px window"
+    assert len(images) >= 3 and all(images)
+    assert "Traceback" not in text and "Error:" not in text
+    for cond in ex.result.settings.conditions:
+        assert cond in text

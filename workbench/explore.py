@@ -21,6 +21,9 @@ reports and placements it has already computed in memory.
 from __future__ import annotations
 
 import contextlib
+import os
+import shlex
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -50,7 +53,12 @@ from .quantize.recipe import RECIPES
 from .targets import TARGET_IDS
 from .vocab import Recipe
 
+AUTO = "auto"
+HEATMAP_VMAX = 10.0     # percent: one colour scale for every redraw (rates above it take the darkest red)
+PANEL_WIDTH = "1180px"  # a JupyterLab notebook column at a 1200 px window
+FIGURE_WIDTH = 10.5     # inches at 100 dpi: fits PANEL_WIDTH with the colour bar
 RECIPE_LABELS = {
+    AUTO: "auto: the target's default recipe",
     Recipe.A8W8_PC.value: "a8w8_pc: per-channel weights, 8-bit activations",
     Recipe.A8W8_PT.value: "a8w8_pt: per-tensor weights, 8-bit activations",
     Recipe.A16W8_PC.value: "a16w8_pc: per-channel weights, 16-bit activations",
@@ -65,14 +73,43 @@ class ExplorerSettings(Result):
     """One position of every knob.  Validated against the dataset by :meth:`Explorer.check`."""
 
     target: str = "imx8mp"
-    recipe: str = "a8w8_pc"
+    recipe: str = AUTO
     calibration_strategy: str = "stratified"
     calibration_size: int = 200
     conditions: tuple[str, ...] = ()
     seed: int = 0
 
+    @property
+    def effective_recipe(self) -> str:
+        """The recipe quantized: ``auto`` is the target's default (imx8mp a8w8_pt, others a8w8_pc)."""
+        if self.recipe != AUTO:
+            return self.recipe
+        from .targets import get_target
+        return get_target(self.target).recipe
+
+    def label(self) -> str:
+        """A short name for the history table and the same-model message."""
+        return (f"{self.target} {self.effective_recipe} {self.calibration_strategy} n={self.calibration_size} "
+                f"seed={self.seed}")
+
+    def cli_commands(self, *, model: str = "reference", dataset: str = "digits-conditions") -> str:
+        """The ``workbench`` commands that compute this setting from a shell, one per line."""
+        q = shlex.quote
+        data = "" if dataset == "digits-conditions" else f" --data {q(dataset)}"
+        cal_model = f" --model {q(model)}" if self.calibration_strategy == "coverage" else ""
+        stem = f"{self.target}_{self.effective_recipe}"
+        return "\n".join((
+            f"workbench calibrate --strategy {self.calibration_strategy} -n {self.calibration_size} "
+            f"--seed {self.seed}{data}{cal_model} -o calibration.json",
+            f"workbench quantize {q(model)} --recipe {self.effective_recipe} --calibration calibration.json{data} "
+            f"-o {stem}.tflite",
+            f"workbench evaluate {q(model)} {stem}.tflite{data} --split {SPLIT} "
+            f"--conditions {','.join(self.conditions)}",
+            f"workbench placement {stem}.tflite --target {self.target}",
+        ))
+
     def summary(self) -> str:
-        return (f"{self.recipe} on {self.target}, {self.calibration_strategy} calibration of "
+        return (f"{self.effective_recipe} on {self.target}, {self.calibration_strategy} calibration of "
                 f"{self.calibration_size} (seed {self.seed}), conditions {', '.join(self.conditions)}")
 
 
@@ -106,6 +143,7 @@ class Exploration(Result):
     placement_error: str = ""
     warnings: tuple[str, ...] = ()
     seconds: dict[str, float] = field(default_factory=dict)
+    same_model_as: str = ""   # an earlier setting of the explorer that gave this very model (sha256)
 
     def findings(self) -> Any:
         """The findings of this setting (calibration, quantized file, audit, accuracy, placement), from its data."""
@@ -115,16 +153,16 @@ class Exploration(Result):
 
     def accuracy_table(self) -> tuple[ConditionAccuracy, ...]:
         """Per condition: sample count, FP32 and INT8 accuracy, drop in percentage points."""
-        return accuracy_rows(self.accuracy, self.settings.recipe)
+        return accuracy_rows(self.accuracy, self.settings.effective_recipe)
 
     def summary(self) -> str:
         rows = self.accuracy_table()
         worst = max(rows, key=lambda r: r.drop_pp) if rows else None
-        drop = f"worst drop {worst.drop_pp:+.1f} pp ({worst.condition})" if worst else "no accuracy rows"
+        drop = _drop_phrase(worst) if worst else "no accuracy rows"
         p = self.placement
         where = (f"{p.npu_ops}/{len(p.ops)} ops on the NPU, {p.n_cpu_islands} CPU island(s)" if p is not None
                  else f"no placement on {self.settings.target}")
-        return (f"{self.settings.recipe} on {self.settings.target} with {self.calibration.id}: {drop}; "
+        return (f"{self.settings.effective_recipe} on {self.settings.target} with {self.calibration.id}: {drop}; "
                 f"{len(self.audit.at_risk())} clipping layer/condition pair(s); {where}; "
                 f"model sha256 {self.quantized.sha256[:12]}" + (" (cache hit)" if self.quantized.cache_hit else ""))
 
@@ -134,16 +172,17 @@ class Exploration(Result):
         return self.accuracy.plot(ax=ax)
 
     def figure(self) -> Any:
-        """Accuracy bars, clipping heatmap and placement strip in one figure."""
+        """Accuracy bars, clipping heatmap and placement strip stacked (one column, ~1050 px wide)."""
         import matplotlib.pyplot as plt
         strip = self.placement is not None
-        fig = plt.figure(figsize=(13, 0.45 * len(self.audit.layers) + (3.5 if strip else 2.5)))
-        grid = fig.add_gridspec(2 if strip else 1, 2, height_ratios=(5, 1) if strip else None)
-        self.plot_accuracy(fig.add_subplot(grid[0, 0]))
-        self.audit.plot(fig.add_subplot(grid[0, 1]))
+        heat = 0.4 * len(self.audit.layers) + 1.5
+        heights = (3.4, heat) + ((1.6,) if strip else ())
+        fig = plt.figure(figsize=(FIGURE_WIDTH, sum(heights) + 1.5))
+        grid = fig.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.7)
+        self.plot_accuracy(fig.add_subplot(grid[0]))
+        self.audit.plot(fig.add_subplot(grid[1]), vmax=HEATMAP_VMAX)
         if strip:
-            self.placement.plot(fig.add_subplot(grid[1, :]))
-        fig.tight_layout()
+            plot_strip(self.placement, fig.add_subplot(grid[2]))
         return fig
 
     def _repr_html_(self) -> str:
@@ -158,7 +197,7 @@ class Exploration(Result):
                 + findings_html(self.findings(), title=f"Findings on {self.settings.target}")
                 + (display.alert(self.placement_error) if self.placement_error else "")
                 + "".join(display.paragraph(f"warning: {w}") for w in self.warnings) + picture
-                + accuracy_html(self) + settings_html(self))
+                + accuracy_html(self) + placement_html(self) + settings_html(self))
 
 
 # --------------------------------------------------------------------------- the widget
@@ -181,7 +220,8 @@ class Explorer:
     an update raised, shown in ``status``).
     """
 
-    def __init__(self, model: Any, dataset: Any, settings: ExplorerSettings, *, auto_update: bool = True) -> None:
+    def __init__(self, model: Any, dataset: Any, settings: ExplorerSettings, *, auto_update: bool = True,
+                 debounce: float = 0.3) -> None:
         import ipywidgets as w
         self.model = model
         self.dataset = dataset
@@ -190,44 +230,71 @@ class Explorer:
         self.test_conditions = dataset.select(split=SPLIT).conditions
         settings = self.check(settings)
         self.auto_update = auto_update
+        self.debounce = float(debounce)
         self.result: Exploration | None = None
         self.error: WorkbenchError | None = None
         self.updates = 0
+        self.history: list[HistoryEntry] = []
+        self.baseline: HistoryEntry | None = None
+        self.tool_output = ""          # converter/absl text the last update captured (kept out of the cell)
         self._held = 0
         self._pending = False
+        self._timer: Any = None
         self._memo: dict[tuple, Any] = {}
 
         self.target = w.ToggleButtons(options=TARGET_IDS, value=settings.target, description="target",
                                       tooltips=[_target_name(t) for t in TARGET_IDS])
-        self.recipe = w.Dropdown(options=[(RECIPE_LABELS.get(r, r), r) for r in RECIPES], value=settings.recipe,
+        recipes = (AUTO, *RECIPES)
+        self.recipe = w.Dropdown(options=[(_recipe_label(r), r) for r in recipes], value=settings.recipe,
                                  description="recipe", layout=w.Layout(width="460px"))
         self.calibration_strategy = w.ToggleButtons(options=STRATEGIES, value=settings.calibration_strategy,
                                                     description="calibration")
         self.calibration_size = w.IntSlider(value=settings.calibration_size, min=1, max=self.pool_size, step=1,
                                             description="samples", continuous_update=False)
+        self.seed_widget = w.BoundedIntText(value=settings.seed, min=0, max=2**31 - 1, description="seed",
+                                            layout=w.Layout(width="180px"))
         self.conditions = w.SelectMultiple(options=self.test_conditions, value=settings.conditions,
                                            description="conditions", rows=min(len(self.test_conditions), 6))
-        self.seed = settings.seed
+        self.pin = w.Button(description="pin as baseline", tooltip="compare every later setting with this one",
+                            icon="thumb-tack")
+        self.pin.on_click(lambda _: self.pin_baseline())
+        self.cli = w.Textarea(description="CLI", disabled=False, rows=4,
+                              layout=w.Layout(width="100%"),
+                              tooltip="the same setting from a shell: select all and copy")
         self.status = w.HTML()
+        self.message = w.HTML()
         self.findings_panel = w.HTML()
         self.accuracy_panel = w.HTML()
         self.audit_panel = w.HTML()
         self.placement_panel = w.HTML()
+        self.history_panel = w.HTML()
         for control in self.controls:
             control.observe(self._on_change, names="value")
+        panels = (self.findings_panel, self.accuracy_panel, self.audit_panel, self.placement_panel)
+        for panel in panels:
+            panel.add_class("wb-panel")
+        column = w.Layout(max_width=PANEL_WIDTH, overflow="hidden")
         self.widget = w.VBox([
-            w.HBox([w.VBox([self.target, self.recipe, self.calibration_strategy, self.calibration_size]),
-                    self.conditions]),
+            w.HTML(STYLE),
+            w.HBox([w.VBox([self.target, self.recipe, self.calibration_strategy, self.calibration_size,
+                            w.HBox([self.seed_widget, self.pin])]), self.conditions]),
             self.status,
+            self.message,
             self.findings_panel,
-            w.HBox([self.accuracy_panel, self.audit_panel]),
+            self.accuracy_panel,
+            self.audit_panel,
             self.placement_panel,
-        ])
+            self.history_panel,
+            self.cli,
+        ], layout=column)
+        self.widget.add_class("wb-explorer")
+        self.cli.value = settings.cli_commands(model=self._cli_model(), dataset=self.dataset.name)
 
     # -- settings ---------------------------------------------------------------------------
     @property
     def controls(self) -> tuple[Any, ...]:
-        return (self.target, self.recipe, self.calibration_strategy, self.calibration_size, self.conditions)
+        return (self.target, self.recipe, self.calibration_strategy, self.calibration_size, self.seed_widget,
+                self.conditions)
 
     @property
     def settings(self) -> ExplorerSettings:
@@ -235,12 +302,20 @@ class Explorer:
         return ExplorerSettings(target=self.target.value, recipe=self.recipe.value,
                                 calibration_strategy=self.calibration_strategy.value,
                                 calibration_size=int(self.calibration_size.value),
-                                conditions=tuple(self.conditions.value), seed=self.seed)
+                                conditions=tuple(self.conditions.value), seed=int(self.seed_widget.value))
+
+    @property
+    def seed(self) -> int:
+        return int(self.seed_widget.value)
+
+    @seed.setter
+    def seed(self, value: int) -> None:
+        self.seed_widget.value = value
 
     def check(self, settings: ExplorerSettings) -> ExplorerSettings:
         """Validate ``settings`` against the targets, recipes and this dataset."""
         check_choice("target", settings.target, TARGET_IDS, error=TargetError)
-        check_choice("recipe", settings.recipe, RECIPES, error=QuantizationError)
+        check_choice("recipe", settings.recipe, (AUTO, *RECIPES), error=QuantizationError)
         check_choice("calibration_strategy", settings.calibration_strategy, STRATEGIES, error=CalibrationError)
         check_positive_int("calibration_size", settings.calibration_size, error=CalibrationError)
         if settings.calibration_size > self.pool_size:
@@ -277,6 +352,14 @@ class Explorer:
         to what the widgets show.
         """
         s = self.check(settings if settings is not None else self.settings)
+        captured = _Captured()
+        try:
+            with _captured_output() as captured:
+                return self._compute(s)
+        finally:
+            self.tool_output = captured.text   # filled when the capture ends
+
+    def _compute(self, s: ExplorerSettings) -> Exploration:
         run = _Run()
         calibration = self._step(run, "calibration", ("calibration", s.calibration_strategy, s.calibration_size,
                                                       s.seed), lambda: self._calibration(s))
@@ -284,7 +367,7 @@ class Explorer:
         bits = quantized.recipe.activation_bits
         audit = self._step(run, "audit", ("audit", calibration.hash, s.conditions, bits),
                            lambda: self._audit(s, calibration, bits))
-        accuracy = self._step(run, "accuracy", ("accuracy", quantized.sha256, s.recipe, s.conditions),
+        accuracy = self._step(run, "accuracy", ("accuracy", quantized.sha256, s.effective_recipe, s.conditions),
                               lambda: self._accuracy(s, quantized))
         placement, placement_error = None, ""
         try:
@@ -294,39 +377,95 @@ class Explorer:
             # The target cannot take this model (a16w8 on an INT8-only NPU): the accuracy and the
             # audit still stand, so the reason becomes part of the result instead of hiding them.
             placement_error = f"placement on {s.target}: {exc}"
+        same = next((h.settings.label() for h in self.history
+                     if h.sha256 == quantized.sha256 and h.settings.label() != s.label()), "")
         return Exploration(settings=s, model=self.keras_path, dataset=self.dataset.name,
                            dataset_hash=self.dataset.hash, calibration=calibration, quantized=quantized,
                            accuracy=accuracy, audit=audit, placement=placement, placement_error=placement_error,
-                           warnings=tuple(dict.fromkeys(run.warnings)), seconds=run.seconds)
+                           warnings=tuple(dict.fromkeys(run.warnings)), seconds=run.seconds, same_model_as=same)
 
     def update(self) -> Exploration:
-        """Compute the widgets' settings and redraw the panels.  Errors propagate (and show in ``status``)."""
+        """Compute the widgets' settings and redraw the panels.  Errors propagate (and show in ``status``).
+
+        While it runs the controls are disabled and the panels marked stale (a busy overlay); the
+        warnings a step raises are shown in ``status`` rather than printed into the cell, and tool
+        output (converter, absl) is captured into ``tool_output``.
+        """
         from . import display
+        self._busy(True)
         self.status.value = display.paragraph(f"computing {self.settings.summary()} ...")
         try:
-            result = self.compute()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", WorkbenchWarning)   # listed in the status line instead
+                result = self.compute()
         except WorkbenchError as exc:
             self.error = exc
-            self.status.value = error_html(exc)
+            self.status.value = error_html(exc)    # panels stay marked stale: they show the previous setting
+            self._busy(False, stale=True)
             raise
         self.error = None
         self.result = result
         self.updates += 1
+        self._remember(result)
         self._render(result)
+        self._busy(False)
         return result
 
+    def pin_baseline(self) -> HistoryEntry | None:
+        """Compare every later setting with the current one (the first view is the baseline until then)."""
+        if self.history:
+            self.baseline = self.history[-1]
+            self.history_panel.value = history_html(self.history, self.baseline)
+        return self.baseline
+
+    def _remember(self, result: Exploration) -> None:
+        entry = HistoryEntry.of(result)
+        if not self.history or self.history[-1].settings != entry.settings:
+            self.history.append(entry)
+        if self.baseline is None:
+            self.baseline = entry
+
+    def _busy(self, busy: bool, *, stale: bool = False) -> None:
+        for control in (*self.controls, self.pin):
+            control.disabled = busy
+        for panel in (self.findings_panel, self.accuracy_panel, self.audit_panel, self.placement_panel):
+            if busy or stale:
+                panel.add_class("wb-stale")
+            else:
+                panel.remove_class("wb-stale")
+
     def _on_change(self, change: dict[str, Any]) -> None:
+        self.cli.value = self._cli_text()
         if not self.auto_update:
             return
         if self._held:
             self._pending = True
             return
+        loop = _running_loop()
+        if self.debounce > 0 and loop is not None:
+            # In a kernel: wait until the knobs rest, so a burst of changes computes once.
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_later(self.debounce, self._observed_update)
+            return
         self._observed_update()
 
     def _observed_update(self) -> None:
         # A widget callback has nobody to raise to: the error is kept in `error` and shown in `status`.
+        self._timer = None
         with contextlib.suppress(WorkbenchError):
             self.update()
+
+    def _cli_model(self) -> str:
+        from .models.reference import ReferenceModel
+        return "reference" if isinstance(self.model, ReferenceModel) else self.keras_path
+
+    def _cli_text(self) -> str:
+        try:
+            s = self.check(self.settings)
+        except WorkbenchError as exc:
+            return f"# no command: {exc}"
+        return s.cli_commands(model=self._cli_model(), dataset=self.dataset.name)
 
     # -- steps ------------------------------------------------------------------------------
     def _step(self, run: _Run, name: str, key: tuple | None, fn: Any) -> Any:
@@ -358,7 +497,7 @@ class Explorer:
     def _quantize(self, s: ExplorerSettings, calibration: CalibrationSet) -> QuantizedModel:
         # not memoized here: the quantize cache is content-addressed and reports its own hits
         from .quantize.engine import quantize
-        return quantize(self.keras_path, s.recipe, calibration, dataset=self.dataset)
+        return quantize(self.keras_path, s.effective_recipe, calibration, dataset=self.dataset)
 
     def _audit(self, s: ExplorerSettings, calibration: CalibrationSet, bits: int) -> CoverageAudit:
         from .calibration.audit import audit_coverage
@@ -368,7 +507,7 @@ class Explorer:
     def _accuracy(self, s: ExplorerSettings, quantized: QuantizedModel) -> AccuracyReport:
         from .evaluate.accuracy import compare_accuracy
         return compare_accuracy(self.keras_path, [quantized.path], self.dataset, conditions=list(s.conditions),
-                                split=SPLIT, names=[s.recipe])
+                                split=SPLIT, names=[s.effective_recipe])
 
     def _placement(self, s: ExplorerSettings, quantized: QuantizedModel) -> PlacementReport:
         from .placement.analyze import analyze_placement
@@ -382,17 +521,27 @@ class Explorer:
         from .findings import findings_html
         self.status.value = (display.paragraph(result.summary())
                              + "".join(display.paragraph(f"warning: {w}") for w in result.warnings))
+        self.message.value = (display.alert(f"same activation ranges as {result.same_model_as}: identical model "
+                                            f"(sha256 {result.quantized.sha256[:12]}); this knob changed nothing")
+                              if result.same_model_as else "")
         self.findings_panel.value = findings_html(result.findings(), title=f"Findings on {result.settings.target}")
-        panels = [(self.accuracy_panel, result.plot_accuracy, "accuracy per condition", accuracy_html(result)),
-                  (self.audit_panel, result.audit.plot, "clipping heatmap", "")]
+        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.4))
+        result.plot_accuracy(ax)
+        self.accuracy_panel.value = display.figure_html(fig, alt="accuracy per condition") + accuracy_html(result)
+        plt.close(fig)
+        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 0.4 * len(result.audit.layers) + 1.8))
+        result.audit.plot(ax, vmax=HEATMAP_VMAX)
+        self.audit_panel.value = display.figure_html(fig, alt="clipping heatmap")
+        plt.close(fig)
         if result.placement is not None:
-            panels.append((self.placement_panel, result.placement.plot, "placement strip", ""))
+            fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 1.9))
+            plot_strip(result.placement, ax)
+            self.placement_panel.value = display.figure_html(fig, alt="placement strip") + placement_html(result)
+            plt.close(fig)
         else:
             self.placement_panel.value = display.alert(result.placement_error)
-        for panel, plot, alt, extra in panels:
-            ax = plot()
-            panel.value = display.figure_html(ax.figure, alt=alt) + extra
-            plt.close(ax.figure)
+        self.history_panel.value = history_html(self.history, self.baseline)
+        self.cli.value = result.settings.cli_commands(model=self._cli_model(), dataset=self.dataset.name)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -405,9 +554,9 @@ class Explorer:
 # --------------------------------------------------------------------------- the verb
 
 def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", target: str = "imx8mp",
-             recipe: str = "a8w8_pc", calibration_strategy: str = "stratified", calibration_size: int = 200,
+             recipe: str = AUTO, calibration_strategy: str = "stratified", calibration_size: int = 200,
              conditions: Sequence[str] | None = None, seed: int = 0, auto_update: bool = True,
-             compute: bool = True) -> Explorer:
+             compute: bool = True, debounce: float = 0.3) -> Explorer:
     """Build the explorer widgets for ``model`` on ``dataset`` and (by default) compute the first view.
 
     Parameters
@@ -417,7 +566,8 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
     dataset : a ``Dataset`` or a name/path ``load_dataset`` takes; needs ``calibration``
         and ``test`` splits.
     target : ``"imx8mp"``, ``"imx93"`` or ``"imx95"``.
-    recipe : ``"a8w8_pc"``, ``"a8w8_pt"`` or ``"a16w8_pc"``.
+    recipe : ``"auto"`` (the target's default: ``a8w8_pt`` on imx8mp, ``a8w8_pc`` elsewhere, as the
+        batch uses), ``"a8w8_pc"``, ``"a8w8_pt"`` or ``"a16w8_pc"``.
     calibration_strategy : ``"random"``, ``"stratified"`` or ``"coverage"``.
     calibration_size : calibration samples (at most the calibration pool's size).
     conditions : deployment conditions shown, a list or a comma string (None, "" or "all":
@@ -425,6 +575,7 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
     seed : the calibration draw's seed.
     auto_update : recompute when a widget changes (False: call ``update()`` yourself).
     compute : compute the first view now, so the panels are filled when displayed.
+    debounce : seconds a knob must rest before a kernel recomputes (a burst of changes computes once).
     """
     from .data.loaders import load_dataset
     data = load_dataset(dataset)
@@ -441,7 +592,7 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
         conditions = data.select(split=SPLIT).conditions
     settings = ExplorerSettings(target=target, recipe=recipe, calibration_strategy=calibration_strategy,
                                 calibration_size=calibration_size, conditions=tuple(conditions), seed=seed)
-    ex = Explorer(model, data, settings, auto_update=auto_update)
+    ex = Explorer(model, data, settings, auto_update=auto_update, debounce=debounce)
     if compute:
         ex.update()
     return ex
@@ -483,17 +634,19 @@ def accuracy_html(result: Exploration) -> str:
     rows = result.accuracy_table()
     conf = result.accuracy.confidence
     styles = [display.BAD_STYLE if r.drop_ci_low > 0 else "" for r in rows]
-    return display.table(("condition", "n", "FP32", "INT8", "drop (pp)", f"drop {conf:.0%} CI"),
-                         [(r.condition, r.n, f"{r.fp32:.2%}", f"{r.int8:.2%}", f"{r.drop_pp:+.2f}",
-                           f"{r.drop_ci_low:+.2f}..{r.drop_ci_high:+.2f}") for r in rows],
-                         row_styles=styles, caption=f"Top-1 accuracy ({SPLIT} split; red: the drop's CI lies above 0)")
+    label = display.quantized_label(result.settings.effective_recipe)
+    return display.table(("condition", "n", "FP32", label, f"drop pp [{conf:.0%} CI]"),
+                         [(r.condition, r.n, f"{r.fp32:.2%}", f"{r.int8:.2%}",
+                           display.drop_text(r.drop_pp, r.drop_ci_low, r.drop_ci_high)) for r in rows],
+                         row_styles=styles, caption=f"Top-1 accuracy ({SPLIT} split; {display.DROP_CONVENTION}; "
+                                                    "red: the drop's CI lies above 0)")
 
 
 def settings_html(result: Exploration) -> str:
     from . import display
     s, q = result.settings, result.quantized
     rows = [("target", s.target), ("recipe", q.recipe.summary()), ("calibration", result.calibration.summary()),
-            ("model", Path(result.model).name), ("INT8 sha256", q.sha256),
+            ("model", Path(result.model).name), (f"{display.quantized_label(q.recipe.name)} sha256", q.sha256),
             ("quantization", "cache hit" if q.cache_hit else "quantized now"),
             ("placement", result.placement.summary() if result.placement is not None else result.placement_error),
             ("seconds", ", ".join(f"{k} {v:.2f}" for k, v in result.seconds.items()))]
@@ -503,3 +656,162 @@ def settings_html(result: Exploration) -> str:
 def error_html(exc: BaseException) -> str:
     from . import display
     return display.alert(f"{type(exc).__name__}: {exc}")
+
+
+# --------------------------------------------------------------------------- history, strip, capture
+
+STYLE = ("<style>.wb-stale{opacity:.35;pointer-events:none;transition:opacity .2s}"
+         ".wb-explorer img{max-width:100%;height:auto}</style>")
+
+
+@dataclass(frozen=True)
+class HistoryEntry(Result):
+    """One setting the explorer computed and what it gave (for the history table and the baseline)."""
+
+    settings: ExplorerSettings
+    sha256: str
+    drops: tuple[ConditionAccuracy, ...]
+    at_risk: int
+    placement: str
+
+    @classmethod
+    def of(cls, result: Exploration) -> HistoryEntry:
+        p = result.placement
+        where = f"{p.npu_ops}/{len(p.ops)} NPU" if p is not None else "not placed"
+        return cls(settings=result.settings, sha256=result.quantized.sha256, drops=result.accuracy_table(),
+                   at_risk=len(result.audit.at_risk()), placement=where)
+
+    @property
+    def worst(self) -> ConditionAccuracy | None:
+        return max(self.drops, key=lambda r: r.drop_pp) if self.drops else None
+
+    def summary(self) -> str:
+        worst = self.worst
+        return f"{self.settings.label()}: " + (_drop_phrase(worst) if worst else "no accuracy rows")
+
+
+def history_html(history: Sequence[HistoryEntry], baseline: HistoryEntry | None) -> str:
+    """Every setting tried, newest last, with its worst drop and the change against the pinned baseline."""
+    from . import display
+    if not history:
+        return ""
+    base = baseline.worst if baseline is not None else None
+    rows, styles = [], []
+    for i, h in enumerate(history, 1):
+        worst = h.worst
+        delta = (f"{worst.drop_pp - base.drop_pp:+.2f}" if worst is not None and base is not None else "")
+        same = next((f"#{j}" for j, e in enumerate(history[:i - 1], 1) if e.sha256 == h.sha256), "")
+        rows.append((f"#{i}" + (" (baseline)" if h is baseline else ""), h.settings.label(), h.sha256[:12]
+                     + (f" = {same}" if same else ""),
+                     f"{worst.drop_pp:+.2f} [{worst.drop_ci_low:+.2f}, {worst.drop_ci_high:+.2f}] "
+                     f"({worst.condition})" if worst else "", delta, h.at_risk, h.placement))
+        styles.append(display.GOOD_STYLE if h is baseline else "")
+    return display.table(("", "setting", "model sha256", "worst drop pp [95% CI]", "vs baseline pp",
+                          "clipping at risk", "placement"), rows, row_styles=styles,
+                         caption="Settings tried (drop = FP32 - quantized, positive = quantized worse; "
+                                 "'= #k': the same model as setting k)")
+
+
+def plot_strip(report: PlacementReport, ax: Any) -> Any:
+    """The placement strip with a legend and each CPU op's index and type under its cell."""
+    from matplotlib.patches import Patch
+
+    from .placement.analyze import PLACEMENT_COLORS
+    report.plot(ax)
+    cpu = [o for o in report.ops if o.placement != "NPU"]
+    marked = list(report.ops) if len(report.ops) <= 30 else cpu
+    ax.set_xticks([o.index for o in marked], [f"{o.index} {o.type}" for o in marked], rotation=90, fontsize=7)
+    ax.set_xlabel("")
+    ax.legend(handles=[Patch(color=c, label=f"{k} ({sum(o.placement == k for o in report.ops)})")
+                       for k, c in PLACEMENT_COLORS.items()],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    return ax
+
+
+def placement_html(result: Exploration) -> str:
+    """Every op that falls back to the CPU, with the constraints it violates (the strip's why)."""
+    from . import display
+    p = result.placement
+    if p is None:
+        return ""
+    cpu = [o for o in p.ops if o.placement != "NPU"]
+    if not cpu:
+        return display.paragraph(f"every op of the model runs on the NPU of {p.target}.")
+    rows = [(o.index, o.type, display.short_name(o.name, 40),
+             "; ".join(f"{r.constraint}: {r.detail}" for r in o.reasons) or "; ".join(o.notes) or "(no rule named)")
+            for o in cpu]
+    return display.table(("#", "op", "name", "why it runs on the CPU"), rows,
+                         caption=f"CPU fallback on {p.target} ({len(cpu)} of {len(p.ops)} ops)")
+
+
+def _recipe_label(recipe: str) -> str:
+    if recipe != AUTO:
+        return RECIPE_LABELS.get(recipe, recipe)
+    from .targets import get_target
+    defaults = ", ".join(f"{t} {get_target(t).recipe}" for t in TARGET_IDS)
+    return f"auto: the target's default ({defaults})"
+
+
+def _drop_phrase(row: ConditionAccuracy) -> str:
+    """The worst drop, saying so when its confidence interval includes zero."""
+    noise = row.drop_ci_low <= 0 <= row.drop_ci_high
+    return (f"worst drop {row.drop_pp:+.1f} pp ({row.condition}"
+            + (", within noise: its CI includes 0)" if noise else ")"))
+
+
+def _running_loop() -> Any:
+    import asyncio
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+@dataclass
+class _Captured:
+    text: str = ""
+
+
+@contextlib.contextmanager
+def _captured_output() -> Iterator[_Captured]:
+    """Send what tools print (Python and C-level stdout/stderr: the TFLite converter, absl) to a
+    buffer instead of the notebook cell; the text is kept for ``Explorer.tool_output``."""
+    import sys
+    out = _Captured()
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        saved = []
+        try:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            for fd in (1, 2):
+                saved.append((fd, os.dup(fd)))
+                os.dup2(sink.fileno(), fd)
+        except OSError:
+            pass
+        try:
+            with contextlib.redirect_stdout(_TextSink(sink)), contextlib.redirect_stderr(_TextSink(sink)):
+                yield out
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            for fd, copy in saved:
+                os.dup2(copy, fd)
+                os.close(copy)
+            sink.seek(0)
+            out.text = sink.read().decode("utf-8", "replace")
+
+
+class _TextSink:
+    """A text stream writing into a binary file (the Python half of :func:`_captured_output`)."""
+
+    def __init__(self, sink: Any) -> None:
+        self.sink = sink
+
+    def write(self, text: str) -> int:
+        self.sink.write(text.encode("utf-8", "replace"))
+        return len(text)
+
+    def flush(self) -> None:
+        self.sink.flush()
