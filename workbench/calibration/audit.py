@@ -114,22 +114,36 @@ class CoverageAudit(Result):
         return (f"coverage audit of {self.calibration_id}: {len(self.at_risk())} layer/condition pair(s) at risk; "
                 f"add {detail}.")
 
-    def plot(self, ax: Any = None) -> Any:
-        """Heatmap: clip rate per layer (rows) and condition (columns)."""
+    def plot(self, ax: Any = None, *, vmax: float | None = None) -> Any:
+        """Heatmap: clip rate per layer (rows) and condition (columns).
+
+        ``vmax`` (percent) fixes the colour scale so that two pictures compare (the explorer uses
+        10%); rates above it take the darkest colour.  Default: the largest rate or the threshold.
+        Cells at or above ``clip_threshold`` (at risk) are outlined in black and the threshold is
+        marked on the colour bar.
+        """
         import matplotlib.pyplot as plt
+        from matplotlib.patches import Rectangle
         if ax is None:
             _, ax = plt.subplots(figsize=(1.4 * len(self.conditions) + 2.5, 0.45 * len(self.layers) + 1.5))
         data = self.matrix("clip_rate") * 100
-        image = ax.imshow(data, cmap="Reds", vmin=0, vmax=max(float(data.max()), self.clip_threshold * 100, 1e-9),
-                          aspect="auto")
+        threshold = self.clip_threshold * 100
+        top = vmax if vmax is not None else max(float(data.max()), threshold, 1e-9)
+        image = ax.imshow(data, cmap="Reds", vmin=0, vmax=top, aspect="auto")
         ax.set_xticks(range(len(self.conditions)), self.conditions, rotation=25, ha="right")
         ax.set_yticks(range(len(self.layers)), self.layers)
         for i in range(data.shape[0]):
             for j in range(data.shape[1]):
                 ax.text(j, i, f"{data[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                        color="white" if data[i, j] > 0.6 * data.max() > 0 else "black")
-        ax.set_title(f"clip rate % ({self.calibration_id})", fontsize=9)
-        ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+                        color="white" if data[i, j] > 0.6 * top else "black")
+                if data[i, j] >= threshold:
+                    ax.add_patch(Rectangle((j - 0.48, i - 0.46), 0.96, 0.92, fill=False, edgecolor="black",
+                                           linewidth=1.5))
+        ax.set_title(f"clip rate % ({self.calibration_id}); outlined: at risk (>= {threshold:g}%)", fontsize=9)
+        bar = ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02,
+                                 extend="max" if vmax is not None and float(data.max()) > vmax else "neither")
+        bar.ax.axhline(threshold, color="black", linewidth=1.5)
+        bar.ax.text(1.6, threshold, "at risk", transform=bar.ax.get_yaxis_transform(), fontsize=7, va="center")
         return ax
 
     def plot_ranges(self, ax: Any = None) -> Any:
