@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 OUT    ?= reports
 TARGETS ?= imx8mp,imx93,imx95
 
-.PHONY: setup tools run test test-fast lint kernel clean
+.PHONY: setup tools browser run test test-fast lint kernel clean
 
 setup: $(STAMP)
 
@@ -30,15 +30,24 @@ kernel: $(STAMP)
 tools: $(STAMP)
 	$(BIN)/workbench tools install onnx2tf vela-3.10.0
 
+# Headless Chromium and its driver for the report tests (tests/batch/test_reports_in_browser.py):
+# installed with apt when missing and we are root; otherwise those tests skip and say why.
+browser:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
+		apt-get install -y -q chromium chromium-driver > /dev/null \
+		|| (apt-get update -q > /dev/null && apt-get install -y -q chromium chromium-driver > /dev/null) \
+		|| echo "browser: apt-get install chromium chromium-driver failed"; \
+	fi
+
 # The batch on the built-in data and reference model, every target; ends with the path of index.html.
 # Exit code 1 (a target failed) still prints where the reports are.
 run: $(STAMP) tools
 	$(BIN)/workbench batch --targets $(TARGETS) --out $(OUT) --jobs 2 --run-id latest
 
-test: $(STAMP) tools
+test: $(STAMP) tools browser
 	$(BIN)/python -m pytest -q
 
-test-fast: $(STAMP) tools
+test-fast: $(STAMP) tools browser
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
