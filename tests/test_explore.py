@@ -393,3 +393,19 @@ def test_explorer_fits_1200px_in_chromium(ex, tmp_path):
     assert "Traceback" not in text and "Error:" not in text
     for cond in ex.result.settings.conditions:
         assert cond in text
+
+
+def test_a_burst_of_changes_in_a_kernel_computes_once(ex):
+    """With an event loop running (as in ipykernel), knob changes within `debounce` seconds are one update."""
+    import asyncio
+    n = ex.updates
+
+    async def burst():
+        ex.seed = 3
+        ex.seed = 4
+        ex.seed = 0
+        assert ex.updates == n                        # nothing computed yet: waiting for the knobs to rest
+        await asyncio.sleep(ex.debounce + 0.2)
+
+    asyncio.run(burst())
+    assert ex.updates == n + 1 and ex.result.settings.seed == 0
