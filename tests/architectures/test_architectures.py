@@ -110,7 +110,25 @@ def test_a_mis_converted_softmax_is_caught(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["shufflenet", "resnet50"])
+def test_shufflenet_sum_stays_float_and_is_refused():
+    """ShuffleNet's residual ``Sum`` nodes become TFLite ADD_N, which has no INT8 kernel: the converter
+    leaves them in float between DEQUANTIZE/QUANTIZE and reports success; the inspection refuses the
+    "INT8" model and names the ops."""
+    from workbench.errors import QuantizationError
+    from workbench.models.convert import convert_onnx
+    from workbench.quantize.engine import quantize
+    source = _light("shufflenet")
+    x = _images((224, 224, 3))
+    converted = convert_onnx(source, samples=x)
+    assert all(a.ok for a in converted.agreement) and converted.transposed_inputs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WorkbenchWarning)
+        with pytest.raises(QuantizationError, match=r"float ops left in a full-integer model: ADD_N #\d+"):
+            quantize(source, "a8w8_pc", x)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet50"])
 def test_onnx_zoo_architectures(name):
     from workbench.models.convert import convert_onnx
     source = _light(name)
