@@ -780,6 +780,7 @@ def _captured_output() -> Iterator[_Captured]:
     out = _Captured()
     with tempfile.TemporaryFile(mode="w+b") as sink:
         saved = []
+        sinks: tuple[_TextSink, ...] = ()
         try:
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
@@ -790,9 +791,12 @@ def _captured_output() -> Iterator[_Captured]:
         except OSError:
             pass
         try:
-            with contextlib.redirect_stdout(_TextSink(sink)), contextlib.redirect_stderr(_TextSink(sink)):
+            sinks = (_TextSink(sink, sys.stdout), _TextSink(sink, sys.stderr))
+            with contextlib.redirect_stdout(sinks[0]), contextlib.redirect_stderr(sinks[1]):
                 yield out
         finally:
+            for text_sink in sinks:
+                text_sink.release()
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
                     stream.flush()
@@ -804,14 +808,33 @@ def _captured_output() -> Iterator[_Captured]:
 
 
 class _TextSink:
-    """A text stream writing into a binary file (the Python half of :func:`_captured_output`)."""
+    """A text stream writing into a binary file (the Python half of :func:`_captured_output`).
 
-    def __init__(self, sink: Any) -> None:
-        self.sink = sink
+    A logging handler created during the capture (absl's) keeps this object as its stream: after
+    the capture it writes to the stream it replaced, and closing it is a no-op."""
+
+    def __init__(self, sink: Any, original: Any) -> None:
+        self.sink: Any = sink
+        self.original = original
+
+    def release(self) -> None:
+        self.sink = None
 
     def write(self, text: str) -> int:
+        if self.sink is None:
+            return self.original.write(text)
         self.sink.write(text.encode("utf-8", "replace"))
         return len(text)
 
     def flush(self) -> None:
-        self.sink.flush()
+        with contextlib.suppress(Exception):
+            (self.original if self.sink is None else self.sink).flush()
+
+    def close(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
