@@ -409,3 +409,19 @@ def test_a_burst_of_changes_in_a_kernel_computes_once(ex):
 
     asyncio.run(burst())
     assert ex.updates == n + 1 and ex.result.settings.seed == 0
+
+
+def test_output_capture_takes_python_and_c_level_text_and_lets_go(capfd):
+    import os
+    import sys
+
+    from workbench.explore import _captured_output
+    with _captured_output() as captured:
+        print("python text")
+        os.write(2, b"C-level text\n")
+        kept = sys.stderr                      # what a logging handler made during the capture holds
+    assert "python text" in captured.text and "C-level text" in captured.text
+    kept.write("after\n")
+    kept.close()                               # a handler closing its stream at exit must not raise
+    out, err = capfd.readouterr()
+    assert "python text" not in out + err and "after" in err
