@@ -45,7 +45,7 @@ CALIBRATION_FILE = "calibration_image_sample_data_20x128x128x3_float32.npy"
 RECORD = "conversion.json"
 FLOAT_TFLITE = "model_float32.tflite"
 SAVED_MODEL = "saved_model"
-CONVERTER_VERSION = 1          # bump when the command line or the record changes
+CONVERTER_VERSION = 2          # bump when the command line or the record changes
 DEFAULT_MAX_REL_ERROR = 1e-3   # max |onnx - tflite| / max |onnx|, per output
 DEFAULT_MIN_COSINE = 0.9999
 CHECK_SAMPLES = 8
@@ -284,8 +284,8 @@ def _convert_fresh(source: Path, graph: _OnnxIO, env: Any, key: str, folder: Pat
         cmd = ["onnx2tf", "-i", "model.onnx", "-o", "out", "-coion", "-osd", "-v", "error"]
         if any(dynamic for _, _, dynamic in graph.inputs):
             cmd += ["-b", "1"]
-        if keep:
-            cmd += ["-kt", *keep]
+        if keep:   # onnx2tf matches names after its own renaming (":" -> "__"): give every spelling
+            cmd += ["-kt", *sorted({v for k in keep for v in (k, k.replace(":", "__"), _sanitized(k))})]
         try:
             proc = env.run(cmd, cwd=work, timeout=timeout)
         except Exception as exc:   # a timeout or a tool that cannot start
