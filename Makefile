@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 OUT    ?= reports
 TARGETS ?= imx8mp,imx93,imx95
 
-.PHONY: setup tools browser run test test-fast lint kernel clean
+.PHONY: setup tools browser run test test-fast test-heavy lint kernel clean
 
 setup: $(STAMP)
 
@@ -44,11 +44,15 @@ browser:
 run: $(STAMP) tools
 	$(BIN)/workbench batch --targets $(TARGETS) --out $(OUT) --jobs 2 --run-id latest
 
+# every test but the `heavy` ones (beyond the budget of a 2-core CI run); `slow` ones included
 test: $(STAMP) tools browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not heavy"
 
 test-fast: $(STAMP) tools browser
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow and not heavy"
+
+test-heavy: $(STAMP) tools
+	$(BIN)/python -m pytest -q -m heavy
 
 lint: $(STAMP)
 	$(BIN)/ruff check workbench tests benchmarks

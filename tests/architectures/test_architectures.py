@@ -127,7 +127,7 @@ def test_shufflenet_sum_stays_float_and_is_refused():
             quantize(source, "a8w8_pc", x)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy      # onnx2tf ran over 20 min at 4 GB on ResNet-50 here: `make test-heavy`, not `make test`
 @pytest.mark.parametrize("name", ["resnet50"])
 def test_onnx_zoo_architectures(name):
     from workbench.models.convert import convert_onnx
