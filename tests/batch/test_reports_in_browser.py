@@ -1,0 +1,67 @@
+"""Every HTML report of the session batch, opened in headless Chromium as a person would see it.
+
+Each page is loaded from disk, screenshotted, and checked: no error text on the page (a
+traceback, an exception name, a papermill failure banner), every image decoded (naturalWidth
+> 0), and no warning printed with the cell's temporary file name and echoed source line.
+Chromium comes from `make browser` (apt: chromium, chromium-driver); without it the tests skip
+and say so.  Reuses the session batch of tests/batch/conftest.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+ERROR_TEXT = re.compile(r"Traceback \(most recent call last\)|An Exception was encountered|"
+                        r"\b(?:[A-Z][a-zA-Z]*Error|Exception): |ipykernel_\d+/|PapermillExecutionError")
+ECHOED_WARNING = re.compile(r"\.py:\d+: \w*Warning")
+#: reports that must show pictures: the audit; accuracy bars, drop heatmap and confusion matrices; the summary
+MIN_IMAGES = {"10_calibration_set": 1, "30_accuracy_by_condition": 3, "90_summary": 1}
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    from tests._browser import chromium
+    driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver
+    driver.quit()
+
+
+def test_every_report_renders_in_chromium(batch, batch_out, browser, tmp_path):
+    pages = sorted(batch_out.rglob("*.html"))
+    assert batch_out / batch.index in pages and len(pages) > 3
+    problems = []
+    for page in pages:
+        browser.get(page.resolve().as_uri())
+        text = browser.find_element("tag name", "body").text
+        images = browser.execute_script(
+            "return Array.from(document.images).map(i => [i.alt, i.complete && i.naturalWidth > 0]);")
+        shot = tmp_path / (page.relative_to(batch_out).as_posix().replace("/", "__") + ".png")
+        assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 5_000, shot
+        name = page.relative_to(batch_out).as_posix()
+        if not text.strip():
+            problems.append(f"{name}: empty page")
+        if m := ERROR_TEXT.search(text):
+            problems.append(f"{name}: error text {text[max(0, m.start() - 80):m.end() + 80]!r}")
+        if m := ECHOED_WARNING.search(text):
+            problems.append(f"{name}: warning with a file name and source line: "
+                            f"{text[max(0, m.start() - 80):m.end() + 120]!r}")
+        broken = [alt for alt, ok in images if not ok]
+        if broken:
+            problems.append(f"{name}: {len(broken)} image(s) did not load: {broken}")
+        least = MIN_IMAGES.get(page.name.removesuffix(".html"), 0)
+        if len(images) < least:
+            problems.append(f"{name}: {len(images)} image(s), expected at least {least}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_summary_report_reads_at_a_glance(batch, batch_out, browser):
+    """The run summary: the sign convention stated, CIs in the accuracy table, the legend outside."""
+    summary = batch_out / batch.summary_report if batch.summary_report else None
+    if summary is None or not summary.exists():
+        pytest.skip("this batch wrote no summary report")
+    browser.get(summary.resolve().as_uri())
+    text = browser.find_element("tag name", "body").text
+    assert "drop = FP32 - quantized" in text and "positive = quantized worse" in text
+    assert re.search(r"\[[+-]\d+\.\d+, [+-]\d+\.\d+\]", text), "the accuracy table shows the drop's CI"
