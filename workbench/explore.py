@@ -647,7 +647,8 @@ def settings_html(result: Exploration) -> str:
     s, q = result.settings, result.quantized
     rows = [("target", s.target), ("recipe", q.recipe.summary()), ("calibration", result.calibration.summary()),
             ("model", Path(result.model).name), (f"{display.quantized_label(q.recipe.name)} sha256", q.sha256),
-            ("quantization", "cache hit" if q.cache_hit else "quantized now"),
+            ("quantization", ("cache hit" if q.cache_hit else "quantized now")
+             + (f"; the same model as {result.same_model_as}" if result.same_model_as else "")),
             ("placement", result.placement.summary() if result.placement is not None else result.placement_error),
             ("seconds", ", ".join(f"{k} {v:.2f}" for k, v in result.seconds.items()))]
     return display.table(("", ""), rows, caption="Settings")
