@@ -87,6 +87,13 @@ def test_cle_keeps_the_float_function_and_equalises(tmp_path, digits):
     again = apply_transforms(imbalanced, "keras", ("cle",), weights="per_tensor")[2]
     assert again.cache_hit and again.pairs == report.pairs
     assert "pair(s) equalised" in report.summary() and "<table" in report._repr_html_()
+    # a damaged cache entry (the equalised model rewritten) is never used: it warns and is redone
+    from workbench.errors import WorkbenchWarning
+    out.write_bytes(out.read_bytes()[:100])
+    with pytest.warns(WorkbenchWarning, match="does not match its sha256"):
+        redone_out, _, redone = apply_transforms(imbalanced, "keras", ("cle",), weights="per_tensor")
+    assert not redone.cache_hit and redone.pairs == report.pairs
+    np.testing.assert_allclose(_run(str(redone_out), x), _run(src, x), rtol=1e-4, atol=1e-4)
 
 
 def test_relu6_that_clips_is_not_equalised(tmp_path, digits):

@@ -21,7 +21,17 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_path, atomic_write_json, cache_dir, read_json, sha256_file, stable_hash
+from .._io import (
+    atomic_path,
+    atomic_write_json,
+    cache_dir,
+    check_folder_seal,
+    damaged_cache_entry,
+    read_json,
+    seal_folder,
+    sha256_file,
+    stable_hash,
+)
 from .._results import Result
 
 EPOCHS = 40
@@ -128,15 +138,19 @@ def keypoint_model(*, seed: int = 0, epochs: int = EPOCHS, cache: bool = True,
     folder = (Path(cache_root) if cache_root else cache_dir("keypoints")) / key
     record = folder / "keypoints.json"
     if cache and record.is_file():
-        return KeypointModel.from_dict({**read_json(record), **_paths(folder), "cache_hit": True})
+        damage = check_folder_seal(folder)      # every export as written, or the entry is redone
+        if damage is None:
+            return KeypointModel.from_dict({**read_json(record), **_paths(folder), "cache_hit": True})
+        damaged_cache_entry(folder, damage)
     start = time.perf_counter()
     model = train(data, seed=seed, epochs=epochs)
     seconds = time.perf_counter() - start
-    with atomic_path(folder) as tmp:
+    with atomic_path(folder, replace_folder=True) as tmp:
         export(model, tmp)
         info = {"pck": pck_by_condition(model, data), "key": key, "dataset_hash": data.hash, "seed": seed,
                 "epochs": epochs, "train_seconds": round(seconds, 2)}
         atomic_write_json(tmp / "keypoints.json", info)
+        seal_folder(tmp)
     return KeypointModel.from_dict({**info, **_paths(folder), "cache_hit": False})
 
 

@@ -28,7 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import atomic_path, atomic_write_json, cache_dir, read_json, sha256_file, stable_hash
+from .._io import (
+    atomic_path,
+    atomic_write_json,
+    cache_dir,
+    check_folder_seal,
+    damaged_cache_entry,
+    read_json,
+    seal_folder,
+    sha256_file,
+    stable_hash,
+)
 from .._results import Result
 
 EPOCHS = 20
@@ -139,8 +149,11 @@ def tradeoff_model(*, dataset="digits-conditions", seed: int = 0, epochs: int = 
     folder = root / key
     record = folder / "tradeoff.json"
     if cache and record.is_file():
-        info = read_json(record)
-        return TradeoffModel.from_dict({**info, **_paths(folder), "cache_hit": True})
+        damage = check_folder_seal(folder)      # every export as written, or the entry is redone
+        if damage is None:
+            info = read_json(record)
+            return TradeoffModel.from_dict({**info, **_paths(folder), "cache_hit": True})
+        damaged_cache_entry(folder, damage)
 
     start = time.perf_counter()
     model = train(data, seed=seed, epochs=epochs)
@@ -151,4 +164,5 @@ def tradeoff_model(*, dataset="digits-conditions", seed: int = 0, epochs: int = 
         info = {"accuracy": accuracy, "key": key, "dataset": data.name, "dataset_hash": data.hash,
                 "seed": seed, "epochs": epochs, "train_seconds": round(seconds, 2)}
         atomic_write_json(tmp / "tradeoff.json", info)
+        seal_folder(tmp)
     return TradeoffModel.from_dict({**info, **_paths(folder), "cache_hit": False})

@@ -42,7 +42,17 @@ from typing import Any
 
 import numpy as np
 
-from .._io import atomic_path, atomic_write_json, cache_dir, read_json, sha256_file, stable_hash
+from .._io import (
+    atomic_path,
+    atomic_write_json,
+    cache_dir,
+    check_folder_seal,
+    damaged_cache_entry,
+    read_json,
+    seal_folder,
+    sha256_file,
+    stable_hash,
+)
 from .._results import Result
 from ..errors import QuantizationError
 
@@ -130,9 +140,12 @@ def apply_transforms(source: str | os.PathLike, fmt: str, transforms: tuple[str,
     folder = cache_dir("equalize") / key
     ext = ".keras" if fmt == "keras" else ".onnx"
     model_out, record = folder / f"model{ext}", folder / "equalize.json"
-    if cache and model_out.is_file() and record.is_file():
-        report = EqualizeReport.from_dict({**read_json(record), "cache_hit": True})
-        return model_out, fmt, report
+    if cache and record.is_file():
+        damage = check_folder_seal(folder)      # the model and report as written, or the entry is redone
+        if damage is None:
+            report = EqualizeReport.from_dict({**read_json(record), "cache_hit": True})
+            return model_out, fmt, report
+        damaged_cache_entry(folder, damage)
     with atomic_path(folder, replace_folder=True) as tmp:
         tmp.mkdir(parents=True)
         out = tmp / f"model{ext}"
@@ -144,6 +157,7 @@ def apply_transforms(source: str | os.PathLike, fmt: str, transforms: tuple[str,
         report = EqualizeReport(source=str(source), output=str(model_out), transforms=tuple(transforms),
                                 weights=weights, key=key, **info)
         atomic_write_json(tmp / "equalize.json", report.to_dict())
+        seal_folder(tmp)
     return model_out, fmt, report
 
 

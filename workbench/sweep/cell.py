@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._io import atomic_write_json, cache_dir, read_json, sha256_file, stable_hash
+from .._io import cache_dir, read_sealed_json, sha256_file, stable_hash, write_sealed_json
 from .._results import Result
 from ..errors import WorkbenchError
 from ..vocab import LatencySource, latency_label
@@ -128,22 +128,23 @@ def run_cell(cell: SweepCell, spec: SweepSpec, model_path: str, model_sha: str, 
         data = _dataset(spec.dataset)
         key = cell_key(cell, spec, model_sha, data.hash)
         record = cache_dir("sweep") / f"{key}.json"
-        if cache and record.is_file():
+        found_data = read_sealed_json(record) if cache else None     # a damaged entry warns and is redone
+        if found_data is not None:
             try:
-                found = CellResult.from_dict(read_json(record))
+                found = CellResult.from_dict(found_data)
                 return _replace(found, cache_hit=True, worker=worker, seconds=time.perf_counter() - start)
             except (ValueError, KeyError, TypeError):
-                pass            # a damaged entry is redone
+                pass            # written by another version of the cell: redone
         result = _chain(cell, spec, model_path, data)
         result = _replace(result, key=key, worker=worker, seconds=round(time.perf_counter() - start, 3))
-        atomic_write_json(record, result.to_dict())
+        write_sealed_json(record, result.to_dict())
         return result
     except WorkbenchError as exc:
         # a stated failure of the chain (a recipe the converter refuses...) is a result: cached too
         result = CellResult(cell=cell, ok=False, error=f"{type(exc).__name__}: {exc}", key=key, worker=worker,
                             seconds=round(time.perf_counter() - start, 3))
         if key:
-            atomic_write_json(cache_dir("sweep") / f"{key}.json", result.to_dict())
+            write_sealed_json(cache_dir("sweep") / f"{key}.json", result.to_dict())
         return result
     except Exception as exc:  # noqa: BLE001 - any other failure is reported with its traceback, not cached
         tail = "".join(traceback.format_exception(exc)[-3:])
