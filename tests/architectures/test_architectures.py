@@ -70,7 +70,11 @@ def _check(q, reports, *, min_share: float = 0.5) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["mobilenetv2_035", "mobilenetv3small", "efficientnetb0"])
+@pytest.mark.parametrize("name", [
+    "mobilenetv2_035",
+    # each about 10 min on a loaded 2-core machine: beyond the budget of `make test`; `make test-heavy`
+    pytest.param("mobilenetv3small", marks=pytest.mark.heavy),
+    pytest.param("efficientnetb0", marks=pytest.mark.heavy)])
 def test_keras_applications(name, tmp_path):
     source = _keras_app(name, tmp_path)
     q, reports = _through_the_pipeline(source, _images((96, 96, 3)))
