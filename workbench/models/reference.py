@@ -83,7 +83,8 @@ class ReferenceModel(Result):
                                 [(c, f"{a:.2%}") for c, a in self.accuracy.items()]))
 
 
-def build_model(input_shape: tuple[int, ...], n_classes: int, *, batch_size: int | None = None):
+def build_model(input_shape: tuple[int, ...], n_classes: int, *, batch_size: int | None = None,
+                head: str = "conv"):
     """The reference architecture (Keras functional model).
 
     Each convolution is followed by batch normalization (folded into the convolution
@@ -95,6 +96,8 @@ def build_model(input_shape: tuple[int, ...], n_classes: int, *, batch_size: int
     stride-4 AVERAGE_POOL_2D on the CPU) and the classifier is a 4x4 convolution over the
     last 4x4 feature map, not a FULLY_CONNECTED layer (Vela 3.10.0 keeps FULLY_CONNECTED
     with per-channel weights, which the per-channel recipes write, on the CPU).
+    ``head="dense"`` builds the first release's head (stride-4 average pool, flatten, dense), which
+    the built-in keypoint model keeps.
     """
     import keras
     from keras import layers
@@ -111,6 +114,11 @@ def build_model(input_shape: tuple[int, ...], n_classes: int, *, batch_size: int
     x = layers.MaxPooling2D(2, name="pool1")(x)
     x = conv_bn_relu(x, layers.DepthwiseConv2D(3, padding="same", use_bias=False, name="dw2"), "dw2")
     x = conv_bn_relu(x, layers.Conv2D(64, 1, use_bias=False, name="pw2"), "pw2")
+    if head == "dense":   # the first release's head (a regression head learns faster with it)
+        x = layers.AveragePooling2D(4, name="pool2")(x)
+        x = layers.Flatten(name="flatten")(x)
+        outputs = layers.Dense(n_classes, name="logits")(x)
+        return keras.Model(inputs, outputs, name="reference_cnn")
     x = layers.AveragePooling2D(2, name="pool2")(x)                          # 4x4x64
     x = layers.Conv2D(n_classes, 4, padding="valid", name="classifier")(x)   # 1x1xclasses
     outputs = layers.Reshape((n_classes,), name="logits")(x)
