@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
 def _list(args: argparse.Namespace) -> int:
     from . import toolenv
     from ._cli import emit
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, tool in toolenv.TOOLS.items():
         env = toolenv.find(name)
         rows.append({"name": name, "summary": tool.summary, "lock_sha256": tool.lock_sha256,
