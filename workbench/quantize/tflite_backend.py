@@ -57,14 +57,15 @@ def _static_shape(path: Path, name: str, shape: tuple[Any, ...]) -> tuple[int, .
     dims = [None if d is None or (isinstance(d, int) and d < 0) else int(d) for d in shape]
     if not dims:
         raise ModelError(f"{path}: input {name!r} is a scalar; an image model input (N, H, W, C) is expected.")
-    if any(d is None for d in dims[1:]):
+    rest = [d for d in dims[1:] if d is not None]
+    if len(rest) < len(dims) - 1:
         shown = tuple(-1 if d is None else d for d in dims)
         raise ModelError(
             f"{path}: input {name!r} has dynamic shape {shown}; only the batch dimension may be unknown. "
             "Export a batch-1 model with a static shape, e.g. "
             "tf.function(model).get_concrete_function(tf.TensorSpec([1, H, W, C])) or "
             "`tf2onnx --inputs name:0[1,H,W,C]`, then quantize that.")
-    return (1, *dims[1:])
+    return (1, *rest)
 
 
 def load_function(path: str | os.PathLike, fmt: str) -> tuple[Any, tuple[int, ...], str]:
