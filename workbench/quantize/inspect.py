@@ -211,7 +211,11 @@ def _inspect_tflite(path: Path) -> ModelInspection:
                                 zero_points=t.zero_points, axis=t.quantized_dimension if t.per_channel else None,
                                 is_constant=t.is_constant) for t in g.tensors)
     graph_inputs, graph_outputs = set(g.inputs), set(g.outputs)
-    ops, float_ops, qdq_inside, boundary, weights = [], [], [], [], []
+    ops: list[OpQuant] = []
+    float_ops: list[str] = []
+    qdq_inside: list[str] = []
+    boundary: list[str] = []
+    weights: list[WeightCheck] = []
     for op in g.ops:
         ins = [g.tensors[i] for i in op.inputs if i >= 0]
         outs = [g.tensors[i] for i in op.outputs if i >= 0]
@@ -392,11 +396,12 @@ def _inspect_onnx(path: Path) -> ModelInspection:
                 qname, (dtype, shape), scale, zp, axis = wname, types[wname], (), (), None
             else:
                 continue  # an activation x activation MatMul: no weight
-            expected = {"Conv": 0, "ConvTranspose": 1}.get(node.op_type)
             if node.op_type == "MatMul":
                 expected = max(len(shape) - 1, 0)
             elif node.op_type == "Gemm":
                 expected = 0 if attr(node, "transB", 0) else 1
+            else:
+                expected = {"Conv": 0, "ConvTranspose": 1}[node.op_type]
             if axis is not None and axis < 0:
                 axis += len(shape)
             weights.append(WeightCheck(
