@@ -200,7 +200,7 @@ def content_hash(sample_ids: tuple[str, ...] | list[str], dataset_hash: str) -> 
 # -- the verb -------------------------------------------------------------------------------------
 def curate_calibration_set(dataset: Any, n: int, *, strategy: str = "stratified", seed: int = 0,
                            condition_weights: Mapping[str, float] | None = None, pool: str = "calibration",
-                           model: Any = None, batch_size: int = 256) -> CalibrationSet:
+                           model: Any = None, batch_size: int = 256, input_spec: Any = None) -> CalibrationSet:
     """Choose ``n`` calibration samples from ``dataset``'s ``pool`` split.
 
     Parameters
@@ -216,6 +216,9 @@ def curate_calibration_set(dataset: Any, n: int, *, strategy: str = "stratified"
     model : the FP32 Keras model (``.keras`` path, ``ReferenceModel`` or ``keras.Model``);
         needed by ``coverage`` only.
     batch_size : batch size for the embeddings (``coverage``).
+    input_spec : the model's input contract for the embeddings (``coverage``): an ``InputContract``,
+        a card mapping or a YAML path; default the card beside ``model`` (``<model>.card.yaml``).
+        The pool's pixels go through its ``apply`` as they do for quantization and evaluation.
     """
     from ..data.loaders import load_dataset
     data = load_dataset(dataset)
@@ -246,9 +249,12 @@ def curate_calibration_set(dataset: Any, n: int, *, strategy: str = "stratified"
             raise CalibrationError("strategy 'coverage' needs the FP32 model (`model=`: a .keras file, a "
                                    "ReferenceModel or a keras.Model) to compute embeddings; CLI: --model FILE.")
         from .activations import embeddings, model_label
-        feats = embeddings(model, pool_set.x, batch_size=batch_size)
+        x, contract = _model_inputs(model, pool_set, input_spec)
+        feats = embeddings(model, x, batch_size=batch_size)
         index = k_center_greedy(feats, n, seed=seed)
         params.update({"model": model_label(model), "embedding": "penultimate", "metric": "euclidean"})
+        if contract is not None:
+            params["input_contract"] = {"source": contract.source, "normalization": contract.normalization()}
     index = np.sort(np.asarray(index, dtype=np.int64))
     chosen = pool_set._subset(index, "[calibration-set]")
     pool_counts = pool_set.counts()[pool]
@@ -261,6 +267,29 @@ def curate_calibration_set(dataset: Any, n: int, *, strategy: str = "stratified"
         target_shares=targets, params=params)
     _warn_coverage(cal)
     return cal
+
+
+def _model_inputs(model: Any, pool_set: Any, input_spec: Any) -> tuple[np.ndarray, Any]:
+    """The pool's pixels as ``model`` takes them: through its input contract (``input_spec``, else the
+    card beside the model), the same ``InputContract.apply`` quantization and evaluation use.  Without
+    either they go as they are (as :func:`~workbench.quantize.quantize` feeds them); returns the
+    contract applied, or None."""
+    from ..errors import ModelError
+    from ..models.contract import card_path, resolve_contract
+    from ..models.predict import resolve_model_path
+    try:
+        path: str | None = resolve_model_path(model)
+    except ModelError:   # a keras.Model object
+        path = None
+    if input_spec is None and (path is None or not card_path(path).is_file()):
+        return pool_set.x, None
+    if path is not None:
+        contract = resolve_contract(path, input_spec)
+    else:
+        shape = tuple(getattr(model, "inputs", [None])[0].shape[1:]) if getattr(model, "inputs", None) else None
+        contract = resolve_contract(None, input_spec, model_input=shape)
+    x = contract.apply(pool_set.x, ids=[str(i) for i in pool_set.ids.tolist()], where="coverage embeddings")
+    return np.ascontiguousarray(x, np.float32), contract
 
 
 # -- strategies -----------------------------------------------------------------------------------

@@ -288,10 +288,24 @@ def _apply_contract(calib: _Calibration, source: Path, input_spec: Any) -> _Cali
     if x.shape == calib.x.shape and np.array_equal(x, calib.x):
         return calib
     import dataclasses
+    return dataclasses.replace(calib, x=np.ascontiguousarray(x, np.float32), hash=_contract_hash(calib.hash, contract))
 
+
+def _contract_hash(calibration_hash: str, contract: Any) -> str:
     from .._io import stable_hash
-    chash = hashlib.sha256(f"{calib.hash}:{stable_hash(contract.to_params())}".encode()).hexdigest()
-    return dataclasses.replace(calib, x=np.ascontiguousarray(x, np.float32), hash=chash)
+    return hashlib.sha256(f"{calibration_hash}:{stable_hash(contract.to_params())}".encode()).hexdigest()
+
+
+def calibration_hashes(calibration_hash: str, model: str | os.PathLike, input_spec: Any = None) -> frozenset[str]:
+    """The ``calibration_hash`` a :func:`quantize` of ``model`` with calibration ``calibration_hash`` and
+    ``input_spec`` (or the card beside ``model``) records: both candidates when the contract's
+    normalisation is the identity (it may then leave the pixels unchanged), for reusing a saved result."""
+    from ..models.contract import card_path, resolve_contract
+    if input_spec is None and not card_path(model).is_file():
+        return frozenset({calibration_hash})
+    contract = resolve_contract(model, input_spec)
+    with_contract = _contract_hash(calibration_hash, contract)
+    return frozenset({with_contract, calibration_hash}) if contract.is_identity else frozenset({with_contract})
 
 
 def _model_input_shape(source: Path, fmt: str, rec: QuantRecipe) -> tuple[tuple[int, ...], str, Any]:
