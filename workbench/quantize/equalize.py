@@ -357,11 +357,11 @@ def _keras_transform(source: Path, out: Path, transforms: tuple[str, ...], weigh
                 continue
             pairs.append((a, b, tuple(path), repeat))
         pairs, skipped = _keep_unclipped(model, keras, pairs, layers_cfg, calibration)
-        for a, _, path, _ in pairs:
+        for a, _, through, _ in pairs:
             if layers_cfg[a]["config"].get("activation") == "relu6":
                 layers_cfg[a]["config"]["activation"] = "relu"
                 relu6.append(a)
-            for p in path:
+            for p in through:
                 if _relu_kind(layers_cfg[p]) == "relu6":
                     if layers_cfg[p]["class_name"] == "ReLU":
                         layers_cfg[p]["config"]["max_value"] = None
@@ -406,7 +406,7 @@ def _keras_transform(source: Path, out: Path, transforms: tuple[str, ...], weigh
     corrected: list[str] = []
     if "bc" in transforms:
         names = list(kernel)
-        sums: list[np.ndarray | None] = [None] * len(names)
+        sums: dict[int, np.ndarray] = {}   # probe output index -> its sum over the samples
         x = np.asarray(calibration, np.float32)
         batch = _batch_free(new, keras)
         probe = keras.Model(batch.inputs, [batch.get_layer(n).input for n in names])
@@ -416,14 +416,14 @@ def _keras_transform(source: Path, out: Path, transforms: tuple[str, ...], weigh
             for i, o in enumerate(outs):
                 o = np.asarray(o, np.float64)
                 m = o.reshape(-1, o.shape[-1]).sum(axis=0)
-                sums[i] = m if sums[i] is None else sums[i] + m
+                sums[i] = sums[i] + m if i in sums else m
         for i, n in enumerate(names):
             shape = tuple(probe.outputs[i].shape)
             per_sample = int(np.prod(shape[1:-1])) if len(shape) > 2 else 1
             mean_in = sums[i] / (len(x) * per_sample)
-            w = kernel[n]
+            k = kernel[n]
             out_axis = axes(n)[0]
-            eps = fake_quant_weights(w, axis=out_axis if weights == "per_channel" else None) - w
+            eps = fake_quant_weights(k, axis=out_axis if weights == "per_channel" else None) - k
             if cls(n) == "DepthwiseConv2D":
                 shift = eps.sum(axis=(0, 1))[:, 0] * mean_in
             elif cls(n) == "Dense":
@@ -611,6 +611,7 @@ def _onnx_transform(source: Path, out: Path, transforms: tuple[str, ...], weight
                 clip.attribute.remove(a)
     corrected: list[str] = []
     if "bc" in transforms:
+        assert calibration is not None   # equalize() refuses +bc without calibration samples
         corrected = _onnx_bias_correction(model, arrays, weight_of, out_axis, weights, calibration)
     for name, t in init.items():
         if name in arrays:
@@ -651,7 +652,7 @@ def _onnx_bias_correction(model: Any, arrays: dict[str, np.ndarray], weight_of: 
     if len(fixed) == 4 and fixed[1] == x.shape[-1] and fixed[3] != x.shape[-1]:
         x = x.transpose(0, 3, 1, 2)
     names = [n.input[0] for n in nodes]
-    sums = {k: None for k in names}
+    sums: dict[str, np.ndarray] = {}   # input name -> its per-channel sum over the samples
     step = 1 if fixed and fixed[0] == 1 else 64
     for start in range(0, len(x), step):
         outs = session.run(names, {inp.name: x[start:start + step]})
@@ -659,7 +660,7 @@ def _onnx_bias_correction(model: Any, arrays: dict[str, np.ndarray], weight_of: 
             o = np.asarray(o, np.float64)
             per_channel = (o.reshape(o.shape[0], o.shape[1], -1).mean(axis=2).sum(axis=0) if o.ndim > 2
                            else o.sum(axis=0))
-            sums[k] = per_channel if sums[k] is None else sums[k] + per_channel
+            sums[k] = sums[k] + per_channel if k in sums else per_channel
     done = []
     for n in nodes:
         mean_in = sums[n.input[0]] / len(x)
