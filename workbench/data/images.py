@@ -84,15 +84,14 @@ class ImageFiles:
         return f"ImageFiles(n={len(self)}, shape={self.shape})"
 
     # -- decoding ---------------------------------------------------------------------------------
-    def _decode(self, paths: Sequence[str], dtype: Any) -> np.ndarray:
+    def _decode(self, paths: Sequence[str] | np.ndarray, dtype: Any) -> np.ndarray:
         from PIL import Image, UnidentifiedImageError
         out = np.empty((len(paths), self.height, self.width, self.channels), dtype=np.uint8)
         mode = "L" if self.channels == 1 else "RGB"
         for i, p in enumerate(paths):
             try:
-                with Image.open(p) as img:
-                    if img.mode != mode:
-                        img = img.convert(mode)
+                with Image.open(p) as opened:
+                    img = opened.convert(mode) if opened.mode != mode else opened
                     if self.resize is not None and img.size != (self.width, self.height):
                         img = img.resize((self.width, self.height), Image.Resampling.BILINEAR)
                     arr = np.asarray(img)
