@@ -92,8 +92,9 @@ class TargetDiff(Result):
     regressions: tuple[str, ...]
 
     def summary(self) -> str:
-        worst = min((c for c in self.accuracy if c.diff_pp is not None), key=lambda c: c.diff_pp, default=None)
-        acc = "" if worst is None else f"; worst accuracy change {worst.diff_pp:+.2f} pp ({worst.condition})"
+        changes = [(c.diff_pp, c.condition) for c in self.accuracy if c.diff_pp is not None]
+        worst = min(changes, key=lambda change: change[0], default=None)
+        acc = "" if worst is None else f"; worst accuracy change {worst[0]:+.2f} pp ({worst[1]})"
         return (f"{self.target}: {len(self.changes)} input(s) changed{acc}; {len(self.placement)} op(s) moved; "
                 + (f"REGRESSION: {'; '.join(self.regressions)}" if self.regressions else "no regression"))
 
@@ -173,11 +174,12 @@ class RunDiff(Result):
         width = 0.8 / max(len(self.targets), 1)
         conds = sorted({c.condition for t in self.targets for c in t.accuracy if c.diff_pp is not None})
         for i, t in enumerate(self.targets):
-            rows = {c.condition: c for c in t.accuracy if c.diff_pp is not None}
+            rows = {c.condition: (c.diff_pp, c.ci_low, c.ci_high) for c in t.accuracy
+                    if c.diff_pp is not None and c.ci_low is not None and c.ci_high is not None}
             xs = [j + i * width for j, c in enumerate(conds) if c in rows]
-            ys = [rows[c].diff_pp for c in conds if c in rows]
-            err = [[rows[c].diff_pp - rows[c].ci_low for c in conds if c in rows],
-                   [rows[c].ci_high - rows[c].diff_pp for c in conds if c in rows]]
+            ys = [rows[c][0] for c in conds if c in rows]
+            err = [[rows[c][0] - rows[c][1] for c in conds if c in rows],
+                   [rows[c][2] - rows[c][0] for c in conds if c in rows]]
             ax.bar(xs, ys, width=width, yerr=err, capsize=3, label=t.target)
         ax.axhline(0, color="grey", lw=1)
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(conds))], conds, fontsize=8)
@@ -266,7 +268,7 @@ def _target_diff(target: str, sa: Any, sb: Any, pa: Any, pb: Any, max_drop: floa
         ca, cb = acc_a.get(cond), acc_b.get(cond)
         va = None if ca is None else ca.int8
         vb = None if cb is None else cb.int8
-        if va is None or vb is None:
+        if ca is None or cb is None or va is None or vb is None:
             rows.append(ConditionDiff(condition=cond, a=va, b=vb, diff_pp=None, ci_low=None, ci_high=None,
                                       n_a=None if ca is None else ca.n, n_b=None if cb is None else cb.n))
             continue
