@@ -95,8 +95,8 @@ def save_outputs(key: str, ids: np.ndarray, outputs: list[np.ndarray]) -> Path:
     ids = np.asarray(ids).astype(str)
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as handle:
-            np.savez(handle, n_outputs=np.int64(len(outputs)), ids=ids,
-                     sha256=np.str_(_digest(ids, *arrays.values())), **arrays)
+            np.savez(handle, n_outputs=np.int64(len(outputs)), ids=ids,   # no pickles: load_outputs refuses them
+                     sha256=np.str_(_digest(ids, *arrays.values())), allow_pickle=False, **arrays)
     return path
 
 
