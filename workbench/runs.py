@@ -23,10 +23,11 @@ import datetime as _dt
 import importlib
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._io import CACHE_TOKEN, atomic_write_json, local_paths, portable_paths, read_json  # noqa: F401
 from ._results import Result
@@ -34,6 +35,9 @@ from ._validation import check_choice
 from .errors import BatchError, WorkbenchWarning
 from .findings import Finding
 from .vocab import HOST_CPU_LABEL, LATENCY_SOURCES, STAGES, TARGETS, LatencySource, latency_label
+
+if TYPE_CHECKING:
+    from .chain import StageChain
 
 REFERENCE = "reference"
 HOST_CPU = HOST_CPU_LABEL
@@ -125,15 +129,6 @@ STAGE_TYPES = {
     "placement": "workbench.placement.analyze:PlacementReport",
     "timing": "workbench.board.timing:TimingResult",
 }
-def _model_intact(q: Any) -> bool:
-    """The INT8 model a quantize record names is on disk with the sha256 the record holds."""
-    from ._io import sha256_file
-    path = Path(q.path)
-    if not path.is_file() or sha256_file(path) != q.sha256:
-        warnings.warn(f"{path}: missing, or not the model the quantize record names (sha256 differs); "
-                      "quantizing again.", WorkbenchWarning, stacklevel=4)
-        return False
-    return True
 
 
 # -- the folder --------------------------------------------------------------------------------
@@ -146,12 +141,13 @@ class RunFolder:
     """
 
     def __init__(self, run_dir: str | os.PathLike, *, target: str, model: str = REFERENCE,
-                 dataset: str = "digits-conditions") -> None:
+                 dataset: str = "digits-conditions", input_spec: Any = None) -> None:
         check_choice("target", target, TARGETS, error=BatchError)
         self.root = Path(run_dir)
         self.target = target
         self.model_name = str(model)
         self.dataset_name = str(dataset)
+        self.input_spec = input_spec or None   # --input-spec / notebook `input_spec` ("" = the card or inferred)
         self.path = self.root / target
         self.path.mkdir(parents=True, exist_ok=True)
 
@@ -228,18 +224,33 @@ class RunFolder:
         return reference_model()
 
     @property
-    def float_model(self) -> str:
-        """The FP32 source quantization starts from (Keras file, SavedModel or ONNX)."""
+    def source_model(self) -> str:
+        """The FP32 model file quantization starts from: the reference's ``.keras`` file, or the model
+        given (Keras file, SavedModel folder, ``.onnx`` or FP32 ``.tflite``).  Calibration (the
+        ``coverage`` strategy) and the coverage audit read it too."""
         return self.reference.keras if self.reference is not None else self.model_name
 
     @property
-    def fp32_model(self) -> str:
-        """The FP32 model accuracy is compared against (the reference's FP32 ``.tflite``)."""
+    def fp32_baseline(self) -> str:
+        """The FP32 model the INT8 model's accuracy is measured against: the reference's FP32 ``.tflite``
+        (the same network the board runs in float), or the model given."""
         return self.reference.tflite if self.reference is not None else self.model_name
+
+    # the names of 0.x (two FP32 files under names that did not say which): removed once every caller moved
+    float_model = source_model
+    fp32_model = fp32_baseline
 
     def recipe(self, recipe: str = "auto") -> str:
         """``recipe``, or the target's default recipe for ``"auto"``."""
-        return default_recipe(self.target) if recipe in ("auto", "", None) else recipe
+        from .chain import resolve_recipe
+        return str(resolve_recipe(recipe, self.target))
+
+    def chain(self, *, recipe: str = "auto", bsp: str | None = None) -> StageChain:
+        """This folder's calibrate -> quantize -> place chain: the source model, the dataset, the target,
+        the input contract (``input_spec``), ``recipe`` and ``bsp`` (:class:`~workbench.chain.StageChain`)."""
+        from .chain import StageChain
+        return StageChain(self.source_model, self.data, target=self.target, recipe=recipe,
+                          input_spec=self.input_spec, bsp=bsp)
 
     # -- earlier stages: load, or compute what is missing -------------------------------------
     def _reuse(self, stage: str, matches: Any) -> Any:
@@ -255,34 +266,36 @@ class RunFolder:
 
     def calibration_set(self, *, size: int = 200, strategy: str = "stratified", seed: int = 0) -> Any:
         """The calibration set saved by stage 10, or one curated (and saved) now."""
-        saved = self._reuse("calibration", lambda c: (c.n, c.strategy, c.seed, c.dataset_hash)
-                            == (size, strategy, seed, self.data.hash))
+        from .chain import CalibrationOptions
+        options = CalibrationOptions(n=size, strategy=strategy, seed=seed)
+        chain = self.chain()
+        saved = self._reuse("calibration", lambda c: chain.calibration_fits(c, options))
         if saved is not None:
             return saved
-        from .calibration.curate import curate_calibration_set
-        cal = curate_calibration_set(self.data, size, strategy=strategy, seed=seed, model=self.float_model)
+        cal = chain.calibrate(options)
         self.save("calibration", cal)
         return cal
 
     def quantized_model(self, *, recipe: str = "auto", calibration: Any) -> Any:
         """The INT8 model saved by stage 20, or the model quantized (and saved) now."""
-        name = self.recipe(recipe)
-        saved = self._reuse("quantize", lambda q: q.recipe.name == name and q.calibration_hash == calibration.hash
-                            and _model_intact(q))
+        chain = self.chain(recipe=recipe)
+        saved = self._reuse("quantize", lambda q: chain.quantized_fits(q, calibration))
         if saved is not None:
             return saved
-        from .quantize.engine import quantize
-        q = quantize(self.float_model, name, calibration, dataset=self.data, output=self.path / "model")
+        q = chain.quantize(calibration, output=self.path / "model")
         self.save("quantize", q)
         return q
 
-    def placement(self, *, quantized: Any) -> Any:
-        """The placement report saved by stage 40, or the placement analysed (and saved) now."""
-        saved = self._reuse("placement", lambda r: r.model_sha256 == quantized.sha256 and r.target == self.target)
+    def placement(self, *, quantized: Any, bsp: str | None = None) -> Any:
+        """The placement report saved by stage 40, or the placement analysed (and saved) now.
+
+        ``bsp``: the NXP BSP release whose rules decide; None takes a saved report of any release
+        (stage 40's ``bsp`` parameter) and places a new one under the newest release."""
+        chain = self.chain(bsp=bsp)
+        saved = self._reuse("placement", lambda r: chain.placement_fits(r, quantized))
         if saved is not None:
             return saved
-        from .placement.analyze import analyze_placement
-        report = analyze_placement(quantized.path, self.target)
+        report = chain.place(quantized)
         self.save("placement", report)
         return report
 
@@ -295,23 +308,27 @@ class RunFolder:
         return quantized.path
 
     # -- the manifest -------------------------------------------------------------------------
-    def manifest(self) -> RunManifest:
-        """What this target's saved results were computed from."""
-        get = lambda stage: (self.record(stage) or {}).get("result") or {}  # noqa: E731
-        cal, q, timing = get("calibration"), get("quantize"), get("timing")
-        recipe = q.get("recipe", {}).get("name") if isinstance(q.get("recipe"), dict) else None
-        fingerprint = {k: v for k, v in (timing.get("fingerprint") or {}).items() if v not in (None, "")}
+    def manifest(self, results: Mapping[str, Any] | None = None) -> RunManifest:
+        """What this target's saved results were computed from, read from the typed stage results
+        (``results``: those already loaded, by stage; default: loaded now, a damaged record counts as not run)."""
+        if results is None:
+            results = {s: _load_typed(self, s) if self.has(s) else None for s in ("calibration", "quantize", "timing")}
+        cal, q, timing = results.get("calibration"), results.get("quantize"), results.get("timing")
+        fingerprint = timing.fingerprint.to_dict() if timing is not None and timing.fingerprint is not None else {}
         return RunManifest(
             run_id=self.run_id, target=self.target,
             model=self.model_name if self.model_name == REFERENCE else Path(self.model_name).name,
-            model_sha256=q.get("source_sha256"), dataset=self.dataset_name,
-            dataset_hash=cal.get("dataset_hash"), calibration_id=q.get("calibration_id") or (
-                f"{cal['strategy']}-{cal['n']}-{cal['hash'][:12]}" if cal else None),
-            calibration_hash=q.get("calibration_hash") or cal.get("hash"),
-            calibration_size=q.get("calibration_size") or cal.get("n"), recipe=recipe,
-            quantized_sha256=q.get("sha256"), latency_where=timing.get("where"), board=timing.get("board"),
-            board_fingerprint=fingerprint if timing.get("on_board") else {},
-            tools={**tool_versions(), **(q.get("toolchain") or {})})
+            model_sha256=q.source_sha256 if q is not None else None, dataset=self.dataset_name,
+            dataset_hash=cal.dataset_hash if cal is not None else None,
+            calibration_id=(q.calibration_id if q is not None else None) or (cal.id if cal is not None else None),
+            calibration_hash=(q.calibration_hash if q is not None else None) or (cal.hash if cal is not None else None),
+            calibration_size=(q.calibration_size if q is not None else None) or (cal.n if cal is not None else None),
+            recipe=q.recipe.name if q is not None else None, quantized_sha256=q.sha256 if q is not None else None,
+            latency_where=timing.where if timing is not None else None,
+            board=timing.board if timing is not None else None,
+            board_fingerprint={k: v for k, v in fingerprint.items() if v not in (None, "")}
+            if timing is not None and timing.on_board else {},
+            tools={**tool_versions(), **(q.toolchain if q is not None else {})})
 
 
 # -- summary across targets --------------------------------------------------------------------
@@ -413,6 +430,18 @@ class RunSummary(Result):
     @property
     def failed(self) -> tuple[TargetSummary, ...]:
         return tuple(t for t in self.targets if t.status == "failed")
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> RunSummary:
+        """The summary a batch wrote to ``summary.json``: its ``targets`` as :class:`TargetSummary`
+        (the batch's own keys beside them, reports and gate, are left out)."""
+        try:
+            data = read_json(path)
+            return cls(run_id=str(data["run_id"]),
+                       targets=tuple(TargetSummary.from_dict(t) for t in data["targets"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise BatchError(f"{path}: not a batch summary ({type(exc).__name__}: {exc}). Next: run `workbench "
+                             "batch` again to write it.") from None
 
     def summary(self) -> str:
         ok = sum(t.status == "ok" for t in self.targets)
@@ -562,7 +591,7 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
         latency_source=source,
         vela_estimate_ms=vela_ms,
         vela_label=vela_label,
-        manifest=folder.manifest() if done else None,
+        manifest=folder.manifest(loaded) if done else None,
         findings=tuple(_target_findings(folder)) if done else ())
 
 

@@ -88,7 +88,7 @@ def test_a_reused_quantize_record_is_checked_against_the_model_bytes(tmp_path, m
     """The model a quantize.json names was rewritten: the record is not reused."""
     from types import SimpleNamespace
 
-    from workbench.runs import _model_intact
+    from workbench.chain import _model_intact
     model = tmp_path / "model.tflite"
     model.write_bytes(b"int8 model")
     from workbench._io import sha256_file

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import ast
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._cli import add_json_flag
 from ..vocab import STRATEGIES, TARGETS
+
+if TYPE_CHECKING:
+    from ..runs import RunSummary
 
 
 def register(sub: Any) -> None:
@@ -51,9 +54,9 @@ def register(sub: Any) -> None:
                         "for the targets that know it; the others, and the default, use the newest release "
                         "their tables know")
     p.add_argument("--input-spec", default=None, metavar="FILE",
-                   help="the model's input contract as a YAML card for the accuracy stage (notebook parameter "
-                        "`input_spec`); the batch's quantization reads the card beside the model "
-                        "(<model>.card.yaml), so put it there for every stage (docs/byom.md)")
+                   help="the model's input contract as a YAML card (notebook parameter `input_spec`) for every "
+                        "stage: calibration (coverage embeddings), quantization, accuracy, board timing; default "
+                        "the card beside the model (<model>.card.yaml), else inferred (docs/byom.md)")
     p.add_argument("--metric", default=None, metavar="NAME|MODULE:FUNCTION",
                    help="task metric of the accuracy stage (notebook parameter `metric`): top1, pck or "
                         "module:function called as metric(outputs, labels)")
@@ -107,23 +110,32 @@ def parse_boards(items: list[str] | None) -> Any:
 
 
 def _accuracy_table(summary_json: Path) -> list[str]:
-    """Top-1 per condition: FP32 once, then each target's INT8 (from summary.json)."""
-    from .._io import read_json
+    """Top-1 per condition: FP32 once, then each target's INT8 (from summary.json, read as a RunSummary)."""
+    from ..errors import BatchError
+    from ..runs import RunSummary
     if not summary_json.is_file():
         return []
-    targets = {t: s for t, s in read_json(summary_json).get("targets", {}).items() if s.get("accuracy")}
+    try:
+        summary = RunSummary.read(summary_json)
+    except BatchError as exc:
+        return ["", f"  (no accuracy table: {exc})", ""]
+    return accuracy_lines(summary)
+
+
+def accuracy_lines(summary: RunSummary) -> list[str]:
+    """The console's accuracy table of ``summary``: a row per condition of the first target with accuracy."""
+    targets = [t for t in summary.targets if t.accuracy]
     if not targets:
         return []
-    first = next(iter(targets.values()))["accuracy"]
-    header = f"  {'condition':<14}{'FP32':>9}" + "".join(f"{t + ' INT8':>14}" for t in targets)
+    header = f"  {'condition':<14}{'FP32':>9}" + "".join(f"{t.target + ' INT8':>14}" for t in targets)
     lines = ["", "  top-1 accuracy on the test split", header]
-    for row in first:
+    for row in targets[0].accuracy:
         cells = []
-        for s in targets.values():
-            match = next((a for a in s["accuracy"] if a["condition"] == row["condition"]), None)
-            cells.append(f"{match['int8']:>14.2%}" if match and match.get("int8") is not None else f"{'-':>14}")
-        fp32 = f"{row['fp32']:>9.2%}" if row.get("fp32") is not None else f"{'-':>9}"
-        lines.append(f"  {row['condition']:<14}{fp32}" + "".join(cells))
+        for t in targets:
+            match = next((a for a in t.accuracy if a.condition == row.condition), None)
+            cells.append(f"{match.int8:>14.2%}" if match is not None and match.int8 is not None else f"{'-':>14}")
+        fp32 = f"{row.fp32:>9.2%}" if row.fp32 is not None else f"{'-':>9}"
+        lines.append(f"  {row.condition:<14}{fp32}" + "".join(cells))
     return lines + [""]
 
 

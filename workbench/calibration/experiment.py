@@ -224,7 +224,6 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
     """
     from ..data.loaders import load_dataset
     from .activations import model_label
-    from .curate import curate_calibration_set
     data = load_dataset(dataset)
     strategies = tuple(strategies)
     if len(strategies) < 2:
@@ -240,16 +239,18 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
     check_range("margin_pp", margin_pp, 0.0, None, error=CalibrationError)
     check_positive_int("repeats", repeats, error=CalibrationError)
     source = getattr(model, "keras", model)
+    from ..chain import CalibrationOptions, StageChain
     from ..evaluate.accuracy import compare_accuracy
-    from ..quantize.engine import quantize
 
+    chain = StageChain(source, data, recipe=recipe)
     seeds = tuple(range(int(seed), int(seed) + repeats))
     sets, paths, shas = [], {}, {}
     for rep in seeds:
         for s in strategies:
-            cal = curate_calibration_set(data, n, strategy=s, seed=rep, condition_weights=condition_weights,
-                                         pool=pool, model=source)
-            qm = quantize(source, recipe, cal, dataset=data)
+            cal = chain.calibrate(CalibrationOptions(n=n, strategy=s, seed=rep, pool=pool,
+                                                     condition_weights=dict(condition_weights)
+                                                     if condition_weights is not None else None))
+            qm = chain.quantize(cal)
             sets.append(cal)
             paths[f"{s}@{rep}"], shas[f"{s}@{rep}"] = qm.path, qm.sha256
     report = compare_accuracy(fp32_model if fp32_model is not None else source, dict(paths), data,
