@@ -283,9 +283,9 @@ def analyze_placement(model: str | os.PathLike, target: str | Target, *, use_vel
         compiler, version = "vela", vela_run.vela_version
         placements = _fork_notes(placements, tgt, vela_run.vela_version)
         runs, disagreements = _compare_vela(graph, tgt, placements, vela_run, vela_versions, use_cache)
-    elif tgt.id == "imx95" and use_converter and neutron_converter() is not None:
-        placements = _converter_placements(graph, tgt, path, neutron_converter())
-        authority, kind = Path(neutron_converter()).name, "neutron-converter"
+    elif tgt.id == "imx95" and use_converter and (converter := neutron_converter()) is not None:
+        placements = _converter_placements(graph, tgt, path, converter)
+        authority, kind = Path(converter).name, "neutron-converter"
         compiler, version = kind, ""
     else:
         placements = tuple(_rule_placement(graph, tgt, op) for op in graph.ops)
