@@ -78,9 +78,9 @@ def test_changing_widgets_recomputes_and_redraws(ex):
     r2 = ex.result
     assert r2.placement.target == "imx93" and r2.placement.label == "vela"
     assert r2.quantized.sha256 == r1.quantized.sha256 and r2.quantized.cache_hit
-    # ... and the explorer says that this knob changed nothing in the model
-    assert r2.same_model_as == r1.settings.label()
-    assert f"same activation ranges as {r1.settings.label()}: identical model" in ex.message.value
+    # ... the target does not make the model: no "this knob changed nothing" message (that is for the
+    # knobs that make it, tested with the calibrator below)
+    assert r2.same_model_as == "" and ex.message.value == ""
     assert _panels(ex)[2] != panels0[2]
 
     # calibration strategy: random -> stratified changes the set, the ranges, the model and the audit
@@ -425,3 +425,111 @@ def test_output_capture_takes_python_and_c_level_text_and_lets_go(capfd):
     kept.close()                               # a handler closing its stream at exit must not raise
     out, err = capfd.readouterr()
     assert "python text" not in out + err and "after" in err
+
+
+# --------------------------------------------------------------------------- the calibrator, seeds and severity
+
+def test_backend_knob_offers_its_calibrators_and_an_onnx_model_is_not_placed(ex):
+    """TFLite calibrates with min/max only; ONNX Runtime has percentile and entropy too, and its QDQ
+    model runs on the CPU: the placement panel says so instead of drawing a strip."""
+    assert [v for _, v in ex.calibrator.options] == ["minmax"]
+    with ex.hold():
+        ex.recipe.value = "a8w8_pc"
+        ex.backend.value = "onnx"
+    n = ex.updates
+    minmax = ex.result
+    assert [v for _, v in ex.calibrator.options] == ["minmax", "percentile", "entropy"]
+    assert minmax.settings.backend == "onnx" and minmax.quantized.path.endswith(".onnx")
+    assert minmax.quantized.recipe.backend == "onnx" and minmax.quantized.recipe.calibrator == "minmax"
+    assert minmax.placement is None and "ONNX Runtime on the CPU only" in minmax.placement_error
+    assert "ONNX Runtime on the CPU only" in ex.placement_panel.value
+    assert "# no placement on imx8mp" in ex.cli.value and "--backend onnx --calibrator minmax" in ex.cli.value
+    ex.calibrator.value = "percentile"
+    pct = ex.result
+    assert ex.updates == n + 1 and pct.quantized.recipe.calibrator == "percentile"
+    assert pct.quantized.sha256 != minmax.quantized.sha256        # percentile clips: other scales
+    assert "min/max ranges" in ex.audit_panel.value               # the audit's ranges are not the calibrator's
+    ex.calibrator.value = "entropy"
+    ent = ex.result
+    # a knob that makes the model: when the file is byte-identical to an earlier one, the explorer says so
+    identical = ent.quantized.sha256 == minmax.quantized.sha256
+    assert (ent.same_model_as == minmax.settings.label()) == identical
+    assert ("same activation ranges as" in ex.message.value) == identical
+    # back to TFLite: the calibrator falls back to min/max in the same (single) update
+    n = ex.updates
+    with ex.hold():
+        ex.backend.value = "tflite"
+        ex.recipe.value = "a8w8_pc"
+    assert ex.updates == n + 1 and ex.calibrator.value == "minmax" and ex.result.settings.calibrator == "minmax"
+    assert ex.error is None and ex.result.placement is not None
+
+
+@pytest.mark.parametrize("changes, phrase", [
+    ({"calibrator": "percentile"}, "calibrates with min/max only"),
+    ({"backend": "onnx", "recipe": "a16w8_pc"}, "16-bit activations"),
+    ({"backend": "tensorrt"}, "`backend` must be one of"),
+    ({"severity": 6}, "`severity` must be one of"),
+])
+def test_invalid_backend_calibrator_or_severity_is_refused(ex, changes, phrase):
+    from workbench.errors import WorkbenchError
+    with pytest.raises(WorkbenchError, match=phrase):
+        ex.compute(replace(ex.settings, **changes))
+
+
+def test_severity_knob_measures_the_test_conditions_at_that_severity(ex):
+    base = ex.result
+    assert base.settings.severity == 3 and ex.severity.value == 3
+    ex.severity.value = 5
+    harsh = ex.result
+    assert harsh.settings.severity == 5 and ex.error is None
+    # the same images calibrate (the pool is as collected), so the model is the same file
+    assert harsh.calibration.sample_ids == base.calibration.sample_ids
+    assert harsh.quantized.sha256 == base.quantized.sha256 and harsh.same_model_as == ""
+    assert harsh.dataset_hash != base.dataset_hash
+    rows0 = {r.condition: r for r in base.accuracy_table()}
+    rows5 = {r.condition: r for r in harsh.accuracy_table()}
+    assert rows5["low-light"].fp32 < rows0["low-light"].fp32        # harsher low light: the FP32 model suffers
+    assert rows5["low-light"].n == rows0["low-light"].n
+    assert "--severity 5" in ex.cli.value and "sev=5" in ex.history_panel.value
+    assert harsh.audit.calibrated_ranges == base.audit.calibrated_ranges
+    ex.severity.value = 3                                           # shown before: from memory
+    assert ex.result.accuracy_table() == base.accuracy_table() and ex.result.seconds["accuracy"] < 0.5
+
+
+def test_the_cli_evaluates_at_the_same_severity(ex, capsys):
+    """`workbench evaluate --severity 4` scores the explorer's model as the explorer does at severity 4."""
+    from workbench import cli
+    s = replace(ex.settings, severity=4)
+    r = ex.compute(s)
+    line = next(ln for ln in s.cli_commands().splitlines() if ln.startswith("workbench evaluate"))
+    assert "--severity 4" in line and "--seed 0" in line
+    capsys.readouterr()
+    assert cli.main(["evaluate", ex.keras_path, r.quantized.path, "--severity", "4", "--conditions", "low-light",
+                     "--names", "q", "--no-fidelity", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    cli_acc = next(row["accuracy"] for row in rows if row["condition"] == "low-light" and row["model"] == "q")
+    assert cli_acc == pytest.approx({x.condition: x for x in r.accuracy_table()}["low-light"].int8)
+    assert cli_acc != pytest.approx({x.condition: x for x in ex.result.accuracy_table()}["low-light"].int8)
+
+
+def test_bootstrap_seed_moves_only_the_cis(ex):
+    a = ex.compute(replace(ex.settings, bootstrap_seed=0)).accuracy_table()
+    b = ex.compute(replace(ex.settings, bootstrap_seed=11)).accuracy_table()
+    assert [(x.fp32, x.int8, x.drop_pp) for x in a] == [(x.fp32, x.int8, x.drop_pp) for x in b]
+    ex.bootstrap_seed.value = 11
+    assert ex.result.settings.bootstrap_seed == 11 and "--seed 11" in ex.cli.value
+    assert "ci-seed=11" in ex.history_panel.value
+    ex.bootstrap_seed.value = 0
+
+
+def test_a_recorded_dataset_has_no_severity(reference, digits):
+    from workbench.data.loaders import load_dataset
+    from workbench.errors import DataError
+    from workbench.explore import explorer
+    recorded = digits.select(condition=["daylight", "low-light"])     # not the built-in dataset any more
+    ex = explorer(model=reference, dataset=recorded, compute=False)
+    assert ex.settings.severity is None and ex.severity not in ex.controls
+    with pytest.raises(DataError, match="has no severity|have no severity"):
+        explorer(model=reference, dataset=recorded, severity=5, compute=False)
+    with pytest.raises(DataError, match="have no severity"):
+        load_dataset(recorded, severity=2)

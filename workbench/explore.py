@@ -35,6 +35,7 @@ from ._results import Result
 from ._validation import check_choice, check_positive_int
 from .calibration.audit import CoverageAudit
 from .calibration.curate import STRATEGIES, CalibrationSet
+from .chain import CalibrationOptions, StageChain, resolve_recipe
 from .errors import (
     CalibrationError,
     DataError,
@@ -49,7 +50,7 @@ from .errors import (
 from .evaluate.accuracy import AccuracyReport
 from .placement.analyze import PlacementReport
 from .quantize.engine import QuantizedModel
-from .quantize.recipe import RECIPES
+from .quantize.recipe import BACKENDS, CALIBRATORS, RECIPES, TFLITE_CALIBRATORS, QuantRecipe, get_recipe
 from .targets import TARGET_IDS
 from .vocab import Recipe
 
@@ -64,6 +65,22 @@ RECIPE_LABELS = {
     Recipe.A16W8_PC.value: "a16w8_pc: per-channel weights, 16-bit activations",
 }
 SPLIT = "test"
+BACKEND_LABELS = {
+    "tflite": "TFLite converter (.tflite: what the NPUs run)",
+    "onnx": "ONNX Runtime (QDQ .onnx: CPU only, not placed on an NPU)",
+}
+CALIBRATOR_LABELS = {
+    "minmax": "minmax: the calibration set's min/max",
+    "percentile": "percentile: clip at the 99.999th percentile",
+    "entropy": "entropy: the range that keeps the most information (KL)",
+}
+SEVERITIES = (1, 2, 3, 4, 5)
+BUILT_IN_SEVERITY = 3      # workbench.data.loaders.DIGITS_SEVERITY: the built-in dataset as built
+
+
+def calibrators_for(backend: str) -> tuple[str, ...]:
+    """The calibrators ``backend`` has: the TFLite converter min/max only, ONNX Runtime all three."""
+    return TFLITE_CALIBRATORS if backend == "tflite" else CALIBRATORS
 
 
 # --------------------------------------------------------------------------- results
@@ -78,39 +95,59 @@ class ExplorerSettings(Result):
     calibration_size: int = 200
     conditions: tuple[str, ...] = ()
     seed: int = 0
+    backend: str = "tflite"
+    calibrator: str = "minmax"
+    severity: int | None = None      # the built-in dataset's test conditions (1..5); None: a recorded dataset
+    bootstrap_seed: int = 0          # the seed of the accuracy CIs' paired bootstrap
 
     @property
     def effective_recipe(self) -> str:
         """The recipe quantized: ``auto`` is the target's default (imx8mp a8w8_pt, others a8w8_pc)."""
-        if self.recipe != AUTO:
-            return self.recipe
-        from .targets import get_target
-        return get_target(self.target).recipe
+        return str(resolve_recipe(self.recipe, self.target))
+
+    def quant_recipe(self) -> QuantRecipe:
+        """The recipe with this setting's backend and calibrator (validated: TFLite calibrates with min/max only)."""
+        return get_recipe(self.effective_recipe, backend=self.backend, calibrator=self.calibrator)
+
+    @property
+    def model_key(self) -> tuple:
+        """The knobs that make the quantized model (target and recipe only through the effective recipe;
+        the severity changes the held-out images, not the calibration pool)."""
+        return (self.effective_recipe, self.backend, self.calibrator, self.calibration_strategy,
+                self.calibration_size, self.seed)
 
     def label(self) -> str:
         """A short name for the history table and the same-model message."""
-        return (f"{self.target} {self.effective_recipe} {self.calibration_strategy} n={self.calibration_size} "
-                f"seed={self.seed}")
+        return (f"{self.target} {self.effective_recipe} {self.backend}/{self.calibrator} {self.calibration_strategy} "
+                f"n={self.calibration_size} seed={self.seed}"
+                + (f" sev={self.severity}" if self.severity is not None else "") + f" ci-seed={self.bootstrap_seed}")
 
     def cli_commands(self, *, model: str = "reference", dataset: str = "digits-conditions") -> str:
         """The ``workbench`` commands that compute this setting from a shell, one per line."""
         q = shlex.quote
         data = "" if dataset == "digits-conditions" else f" --data {q(dataset)}"
         cal_model = f" --model {q(model)}" if self.calibration_strategy == "coverage" else ""
-        stem = f"{self.target}_{self.effective_recipe}"
+        stem = f"{self.target}_{self.effective_recipe}" + ("" if self.backend == "tflite" else f"_{self.calibrator}")
+        ext = ".tflite" if self.backend == "tflite" else ".onnx"
+        severity = f" --severity {self.severity}" if self.severity not in (None, BUILT_IN_SEVERITY) else ""
+        place = (f"workbench placement {stem}{ext} --target {self.target}" if self.backend == "tflite" else
+                 f"# no placement on {self.target}: an ONNX QDQ model runs on ONNX Runtime on the CPU only "
+                 "(backend tflite gives the .tflite the NPUs take)")
         return "\n".join((
             f"workbench calibrate --strategy {self.calibration_strategy} -n {self.calibration_size} "
             f"--seed {self.seed}{data}{cal_model} -o calibration.json",
-            f"workbench quantize {q(model)} --recipe {self.effective_recipe} --calibration calibration.json{data} "
-            f"-o {stem}.tflite",
-            f"workbench evaluate {q(model)} {stem}.tflite{data} --split {SPLIT} "
-            f"--conditions {','.join(self.conditions)}",
-            f"workbench placement {stem}.tflite --target {self.target}",
+            f"workbench quantize {q(model)} --recipe {self.effective_recipe} --backend {self.backend} "
+            f"--calibrator {self.calibrator} --calibration calibration.json{data} -o {stem}{ext}",
+            f"workbench evaluate {q(model)} {stem}{ext}{data}{severity} --split {SPLIT} "
+            f"--conditions {','.join(self.conditions)} --seed {self.bootstrap_seed}",
+            place,
         ))
 
     def summary(self) -> str:
-        return (f"{self.effective_recipe} on {self.target}, {self.calibration_strategy} calibration of "
-                f"{self.calibration_size} (seed {self.seed}), conditions {', '.join(self.conditions)}")
+        return (f"{self.effective_recipe} ({self.backend}, {self.calibrator}) on {self.target}, "
+                f"{self.calibration_strategy} calibration of {self.calibration_size} (seed {self.seed}), conditions "
+                f"{', '.join(self.conditions)}" + (f" at severity {self.severity}" if self.severity is not None else "")
+                + f", CI seed {self.bootstrap_seed}")
 
 
 @dataclass(frozen=True)
@@ -228,6 +265,10 @@ class Explorer:
         self.keras_path = _keras_path(model)
         self.pool_size = len(dataset.select(split="calibration"))
         self.test_conditions = dataset.select(split=SPLIT).conditions
+        from .data.loaders import BUILTIN
+        self.graded = dataset.name in BUILTIN      # synthetic conditions with a severity (recorded ones have none)
+        self._datasets: dict[int, Any] = {}        # the dataset at each severity shown (built once each)
+        self._syncing = 0
         settings = self.check(settings)
         self.auto_update = auto_update
         self.debounce = float(debounce)
@@ -252,7 +293,20 @@ class Explorer:
         self.calibration_size = w.IntSlider(value=settings.calibration_size, min=1, max=self.pool_size, step=1,
                                             description="samples", continuous_update=False)
         self.seed_widget = w.BoundedIntText(value=settings.seed, min=0, max=2**31 - 1, description="seed",
-                                            layout=w.Layout(width="180px"))
+                                            tooltip="the calibration draw's seed", layout=w.Layout(width="180px"))
+        self.backend = w.ToggleButtons(options=BACKENDS, value=settings.backend, description="backend",
+                                       tooltips=[BACKEND_LABELS[b] for b in BACKENDS])
+        self.calibrator = w.Dropdown(options=_calibrator_options(settings.backend), value=settings.calibrator,
+                                     description="calibrator", layout=w.Layout(width="460px"))
+        self.severity = w.ToggleButtons(options=SEVERITIES,
+                                        value=settings.severity if settings.severity is not None else BUILT_IN_SEVERITY,
+                                        description="severity", style={"button_width": "42px"},
+                                        tooltips=[f"test conditions at severity {v} (1 mild .. 5 harsh; built at "
+                                                  f"{BUILT_IN_SEVERITY})" for v in SEVERITIES],
+                                        layout=w.Layout(display=None if self.graded else "none"))
+        self.bootstrap_seed = w.BoundedIntText(value=settings.bootstrap_seed, min=0, max=2**31 - 1,
+                                               description="CI seed", tooltip="the accuracy CIs' bootstrap seed",
+                                               layout=w.Layout(width="180px"))
         self.conditions = w.SelectMultiple(options=self.test_conditions, value=settings.conditions,
                                            description="conditions", rows=min(len(self.test_conditions), 6))
         self.pin = w.Button(description="pin as baseline", tooltip="compare every later setting with this one",
@@ -268,6 +322,7 @@ class Explorer:
         self.audit_panel = w.HTML()
         self.placement_panel = w.HTML()
         self.history_panel = w.HTML()
+        self.backend.observe(self._on_backend, names="value")    # before the update: the calibrator follows
         for control in self.controls:
             control.observe(self._on_change, names="value")
         panels = (self.findings_panel, self.accuracy_panel, self.audit_panel, self.placement_panel)
@@ -276,8 +331,9 @@ class Explorer:
         column = w.Layout(max_width=PANEL_WIDTH, overflow="hidden")
         self.widget = w.VBox([
             w.HTML(STYLE),
-            w.HBox([w.VBox([self.target, self.recipe, self.calibration_strategy, self.calibration_size,
-                            w.HBox([self.seed_widget, self.pin])]), self.conditions]),
+            w.HBox([w.VBox([self.target, self.recipe, self.backend, self.calibrator, self.calibration_strategy,
+                            self.calibration_size, self.severity,
+                            w.HBox([self.seed_widget, self.bootstrap_seed, self.pin])]), self.conditions]),
             self.status,
             self.message,
             self.findings_panel,
@@ -293,8 +349,9 @@ class Explorer:
     # -- settings ---------------------------------------------------------------------------
     @property
     def controls(self) -> tuple[Any, ...]:
-        return (self.target, self.recipe, self.calibration_strategy, self.calibration_size, self.seed_widget,
-                self.conditions)
+        return (self.target, self.recipe, self.backend, self.calibrator, self.calibration_strategy,
+                self.calibration_size, self.seed_widget, self.bootstrap_seed, self.conditions) \
+            + ((self.severity,) if self.graded else ())
 
     @property
     def settings(self) -> ExplorerSettings:
@@ -302,7 +359,10 @@ class Explorer:
         return ExplorerSettings(target=self.target.value, recipe=self.recipe.value,
                                 calibration_strategy=self.calibration_strategy.value,
                                 calibration_size=int(self.calibration_size.value),
-                                conditions=tuple(self.conditions.value), seed=int(self.seed_widget.value))
+                                conditions=tuple(self.conditions.value), seed=int(self.seed_widget.value),
+                                backend=self.backend.value, calibrator=self.calibrator.value,
+                                severity=int(self.severity.value) if self.graded else None,
+                                bootstrap_seed=int(self.bootstrap_seed.value))
 
     @property
     def seed(self) -> int:
@@ -324,6 +384,21 @@ class Explorer:
                 f"dataset {self.dataset.name!r}. Got {settings.calibration_size} instead.")
         if isinstance(settings.seed, bool) or not isinstance(settings.seed, int):
             raise CalibrationError(f"`seed` must be an integer. Got {settings.seed!r} instead.")
+        if isinstance(settings.bootstrap_seed, bool) or not isinstance(settings.bootstrap_seed, int):
+            raise DataError(f"`bootstrap_seed` must be an integer. Got {settings.bootstrap_seed!r} instead.")
+        check_choice("backend", settings.backend, BACKENDS, error=QuantizationError)
+        check_choice("calibrator", settings.calibrator, CALIBRATORS, error=QuantizationError)
+        settings.quant_recipe()          # a16w8 with the ONNX Runtime backend: refused, saying why
+        severity = settings.severity
+        if not self.graded:
+            if severity not in (None, BUILT_IN_SEVERITY):
+                raise DataError(f"`severity` grades the synthetic conditions of the built-in datasets; dataset "
+                                f"{self.dataset.name!r} holds recorded images, whose conditions have no severity. "
+                                "Leave the severity out.")
+            settings = replace(settings, severity=None)
+        else:
+            settings = replace(settings, severity=BUILT_IN_SEVERITY if severity is None else severity)
+            check_choice("severity", settings.severity, SEVERITIES, error=DataError)
         conditions = (settings.conditions,) if isinstance(settings.conditions, str) else tuple(settings.conditions)
         if not conditions:
             raise DataError(f"no deployment condition selected; select at least one of "
@@ -362,25 +437,27 @@ class Explorer:
     def _compute(self, s: ExplorerSettings) -> Exploration:
         run = _Run()
         calibration = self._step(run, "calibration", ("calibration", s.calibration_strategy, s.calibration_size,
-                                                      s.seed), lambda: self._calibration(s))
+                                                      s.seed, s.severity), lambda: self._calibration(s))
         quantized = self._step(run, "quantize", None, lambda: self._quantize(s, calibration))
         bits = quantized.recipe.activation_bits
         audit = self._step(run, "audit", ("audit", calibration.hash, s.conditions, bits),
                            lambda: self._audit(s, calibration, bits))
-        accuracy = self._step(run, "accuracy", ("accuracy", quantized.sha256, s.effective_recipe, s.conditions),
-                              lambda: self._accuracy(s, quantized))
+        accuracy = self._step(run, "accuracy", ("accuracy", quantized.sha256, s.effective_recipe, s.conditions,
+                                                s.severity, s.bootstrap_seed), lambda: self._accuracy(s, quantized))
         placement, placement_error = None, ""
         try:
             placement = self._step(run, "placement", ("placement", quantized.sha256, s.target),
                                    lambda: self._placement(s, quantized))
-        except (TargetError, PlacementError) as exc:
-            # The target cannot take this model (a16w8 on an INT8-only NPU): the accuracy and the
-            # audit still stand, so the reason becomes part of the result instead of hiding them.
+        except (TargetError, PlacementError, ModelError) as exc:
+            # The target cannot take this model (a16w8 on an INT8-only NPU; an ONNX QDQ model, which runs
+            # on ONNX Runtime on the CPU only): the accuracy and the audit still stand, so the reason
+            # becomes part of the result instead of hiding them.
             placement_error = f"placement on {s.target}: {exc}"
+        # a knob that makes the model moved, yet the model is byte-identical to an earlier one
         same = next((h.settings.label() for h in self.history
-                     if h.sha256 == quantized.sha256 and h.settings.label() != s.label()), "")
+                     if h.sha256 == quantized.sha256 and h.settings.model_key != s.model_key), "")
         return Exploration(settings=s, model=self.keras_path, dataset=self.dataset.name,
-                           dataset_hash=self.dataset.hash, calibration=calibration, quantized=quantized,
+                           dataset_hash=self.data(s).hash, calibration=calibration, quantized=quantized,
                            accuracy=accuracy, audit=audit, placement=placement, placement_error=placement_error,
                            warnings=tuple(dict.fromkeys(run.warnings)), seconds=run.seconds, same_model_as=same)
 
@@ -434,7 +511,19 @@ class Explorer:
             else:
                 panel.remove_class("wb-stale")
 
+    def _on_backend(self, change: dict[str, Any]) -> None:
+        """The calibrator offers what the new backend has (TFLite: min/max only); one update follows."""
+        kept = self.calibrator.value
+        self._syncing += 1
+        try:
+            self.calibrator.options = _calibrator_options(change["new"])
+            self.calibrator.value = kept if kept in calibrators_for(change["new"]) else "minmax"
+        finally:
+            self._syncing -= 1
+
     def _on_change(self, change: dict[str, Any]) -> None:
+        if self._syncing:
+            return
         self.cli.value = self._cli_text()
         if not self.auto_update:
             return
@@ -488,30 +577,48 @@ class Explorer:
         run.seconds[name] = round(time.perf_counter() - start, 3)
         return value
 
+    def chain(self, settings: ExplorerSettings | None = None) -> StageChain:
+        """The calibrate -> quantize -> place chain of ``settings`` (default: what the widgets show)."""
+        s = settings if settings is not None else self.settings
+        return StageChain(self.keras_path, self.data(s), target=s.target, recipe=s.quant_recipe())
+
+    def data(self, settings: ExplorerSettings | None = None) -> Any:
+        """The dataset ``settings`` measures on: the built-in one with its test conditions at the setting's
+        severity (built once per severity and kept; the calibration pool is the same at every severity)."""
+        s = self.check(settings if settings is not None else self.settings)
+        if s.severity in (None, BUILT_IN_SEVERITY):
+            return self.dataset
+        if s.severity not in self._datasets:
+            from .data.loaders import load_dataset
+            graded = load_dataset(self.dataset.name, severity=s.severity)
+            pool = "calibration"
+            if graded.select(split=pool).hash != self.dataset.select(split=pool).hash:
+                raise DataError(f"dataset {self.dataset.name!r} given to the explorer is not the built-in one as "
+                                f"load_dataset({self.dataset.name!r}) builds it (another seed?); the severity knob "
+                                "rebuilds that one. Pass the dataset by name.")
+            self._datasets[s.severity] = graded
+        return self._datasets[s.severity]
+
     def _calibration(self, s: ExplorerSettings) -> CalibrationSet:
-        from .calibration.curate import curate_calibration_set
-        model = self.keras_path if s.calibration_strategy == "coverage" else None
-        return curate_calibration_set(self.dataset, s.calibration_size, strategy=s.calibration_strategy,
-                                      seed=s.seed, model=model)
+        return self.chain(s).calibrate(CalibrationOptions(n=s.calibration_size, strategy=s.calibration_strategy,
+                                                          seed=s.seed))
 
     def _quantize(self, s: ExplorerSettings, calibration: CalibrationSet) -> QuantizedModel:
         # not memoized here: the quantize cache is content-addressed and reports its own hits
-        from .quantize.engine import quantize
-        return quantize(self.keras_path, s.effective_recipe, calibration, dataset=self.dataset)
+        return self.chain(s).quantize(calibration)
 
     def _audit(self, s: ExplorerSettings, calibration: CalibrationSet, bits: int) -> CoverageAudit:
         from .calibration.audit import audit_coverage
-        return audit_coverage(self.keras_path, calibration, dataset=self.dataset, split=SPLIT,
+        return audit_coverage(self.keras_path, calibration, dataset=self.data(s), split=SPLIT,
                               conditions=s.conditions, activation_bits=bits)
 
     def _accuracy(self, s: ExplorerSettings, quantized: QuantizedModel) -> AccuracyReport:
         from .evaluate.accuracy import compare_accuracy
-        return compare_accuracy(self.keras_path, [quantized.path], self.dataset, conditions=list(s.conditions),
-                                split=SPLIT, names=[s.effective_recipe])
+        return compare_accuracy(self.keras_path, [quantized.path], self.data(s), conditions=list(s.conditions),
+                                split=SPLIT, names=[s.effective_recipe], seed=s.bootstrap_seed)
 
     def _placement(self, s: ExplorerSettings, quantized: QuantizedModel) -> PlacementReport:
-        from .placement.analyze import analyze_placement
-        return analyze_placement(quantized.path, s.target)
+        return self.chain(s).place(quantized)
 
     # -- drawing ---------------------------------------------------------------------------
     def _render(self, result: Exploration) -> None:
@@ -531,7 +638,7 @@ class Explorer:
         plt.close(fig)
         fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 0.4 * len(result.audit.layers) + 1.8))
         result.audit.plot(ax, vmax=HEATMAP_VMAX)
-        self.audit_panel.value = display.figure_html(fig, alt="clipping heatmap")
+        self.audit_panel.value = display.figure_html(fig, alt="clipping heatmap") + audit_note(result)
         plt.close(fig)
         if result.placement is not None:
             fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 1.9))
@@ -556,7 +663,8 @@ class Explorer:
 def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", target: str = "imx8mp",
              recipe: str = AUTO, calibration_strategy: str = "stratified", calibration_size: int = 200,
              conditions: Sequence[str] | None = None, seed: int = 0, auto_update: bool = True,
-             compute: bool = True, debounce: float = 0.3) -> Explorer:
+             compute: bool = True, debounce: float = 0.3, backend: str = "tflite", calibrator: str = "minmax",
+             severity: int | None = None, bootstrap_seed: int = 0) -> Explorer:
     """Build the explorer widgets for ``model`` on ``dataset`` and (by default) compute the first view.
 
     Parameters
@@ -573,6 +681,14 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
     conditions : deployment conditions shown, a list or a comma string (None, "" or "all":
         every condition of the ``test`` split).
     seed : the calibration draw's seed.
+    backend : ``"tflite"`` (the TFLite converter: the ``.tflite`` the NPUs run) or ``"onnx"`` (ONNX
+        Runtime: a QDQ ``.onnx`` that runs on the CPU only, so it is not placed on a target).
+    calibrator : ``"minmax"`` (the TFLite converter's only calibrator); with ``backend="onnx"`` also
+        ``"percentile"`` and ``"entropy"``.
+    severity : 1 (mild) .. 5 (harsh): the built-in dataset's test conditions rendered at that severity
+        (None: as built, 3; the calibration pool is the same at every severity).  Recorded datasets
+        have no severity.
+    bootstrap_seed : the seed of the paired bootstrap behind the accuracy CIs.
     auto_update : recompute when a widget changes (False: call ``update()`` yourself).
     compute : compute the first view now, so the panels are filled when displayed.
     debounce : seconds a knob must rest before a kernel recomputes (a burst of changes computes once).
@@ -591,7 +707,9 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
     if not conditions:
         conditions = data.select(split=SPLIT).conditions
     settings = ExplorerSettings(target=target, recipe=recipe, calibration_strategy=calibration_strategy,
-                                calibration_size=calibration_size, conditions=tuple(conditions), seed=seed)
+                                calibration_size=calibration_size, conditions=tuple(conditions), seed=seed,
+                                backend=backend, calibrator=calibrator, severity=severity,
+                                bootstrap_seed=bootstrap_seed)
     ex = Explorer(model, data, settings, auto_update=auto_update, debounce=debounce)
     if compute:
         ex.update()
@@ -642,10 +760,23 @@ def accuracy_html(result: Exploration) -> str:
                                                     "red: the drop's CI lies above 0)")
 
 
+def audit_note(result: Exploration) -> str:
+    """What the heatmap's ranges are when the calibrator is not min/max (the audit measures min/max ranges)."""
+    from . import display
+    s = result.settings
+    if s.calibrator == "minmax":
+        return ""
+    return display.paragraph(f"The heatmap measures clipping against the calibration set's min/max ranges; the "
+                             f"{s.calibrator} calibrator of ONNX Runtime may choose narrower ranges, so the "
+                             "quantized model clips at least this much.")
+
+
 def settings_html(result: Exploration) -> str:
     from . import display
     s, q = result.settings, result.quantized
     rows = [("target", s.target), ("recipe", q.recipe.summary()), ("calibration", result.calibration.summary()),
+            ("conditions", ", ".join(s.conditions) + (f" at severity {s.severity}" if s.severity is not None else "")
+             + f"; CI bootstrap seed {s.bootstrap_seed}"),
             ("model", Path(result.model).name), (f"{display.quantized_label(q.recipe.name)} sha256", q.sha256),
             ("quantization", ("cache hit" if q.cache_hit else "quantized now")
              + (f"; the same model as {result.same_model_as}" if result.same_model_as else "")),
@@ -743,6 +874,11 @@ def placement_html(result: Exploration) -> str:
             for o in cpu]
     return display.table(("#", "op", "name", "why it runs on the CPU"), rows,
                          caption=f"CPU fallback on {p.target} ({len(cpu)} of {len(p.ops)} ops)")
+
+
+def _calibrator_options(backend: str) -> list[tuple[str, str]]:
+    return [(CALIBRATOR_LABELS[c] + (" (the TFLite converter's only one)" if backend == "tflite" else ""), c)
+            for c in calibrators_for(backend)]
 
 
 def _recipe_label(recipe: str) -> str:

@@ -46,20 +46,34 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 
 
 def load_dataset(name_or_path: str | os.PathLike | Dataset, *, resize: tuple[int, int] | None = None,
-                 classes: tuple[str, ...] | None = None, seed: int = 0) -> Dataset:
+                 classes: tuple[str, ...] | None = None, seed: int = 0, severity: int | None = None) -> Dataset:
     """Load a dataset by built-in name or path.
 
     ``resize=(height, width)`` is the policy for image files of mixed sizes (without it,
     mixed sizes are an error).  ``classes`` fixes the label set: a label outside it is an
-    error.  ``seed`` drives the built-in dataset's split and condition noise.
+    error.  ``seed`` drives the built-in dataset's split and condition noise.  ``severity``
+    (1 mild .. 5 harsh; default ``DIGITS_SEVERITY`` = 3) renders a built-in dataset's ``test``
+    conditions at that severity; its calibration pool stays as collected (severity 3), so a
+    calibration set drawn at one severity picks the same images at another.  Recorded datasets
+    (folder, CSV, .npz) have no severity: giving one is an error.
     """
+    if severity is not None:
+        from .._validation import check_choice
+        check_choice("severity", severity, (1, 2, 3, 4, 5), error=DataError)
+        name = getattr(name_or_path, "name", None) if isinstance(name_or_path, Dataset) else os.fspath(name_or_path)
+        if name not in BUILTIN:
+            raise DataError(f"`severity` grades the synthetic conditions of the built-in datasets "
+                            f"({', '.join(BUILTIN)}); {name!r} holds recorded images, whose conditions have no "
+                            "severity. Drop the severity.")
+        if isinstance(name_or_path, Dataset):
+            name_or_path = name
     if isinstance(name_or_path, Dataset):
         return name_or_path
     text = os.fspath(name_or_path)
     if text == "digits-conditions":
-        return _digits_conditions(seed)
+        return _digits_conditions(seed, DIGITS_SEVERITY if severity is None else severity)
     if text == "digits-keypoints":
-        return _digits_keypoints(seed)
+        return _digits_keypoints(seed, DIGITS_SEVERITY if severity is None else severity)
     path = Path(text)
     if not path.exists():
         raise DataError(f"{text}: no such dataset. Give a built-in name ({', '.join(BUILTIN)}), a folder "
@@ -94,8 +108,8 @@ def render_digits(images8: np.ndarray, size: int = DIGITS_SIZE) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=4)
-def _digits_conditions(seed: int = 0) -> Dataset:
+@lru_cache(maxsize=8)   # one per (seed, severity) in use: the explorer's severity knob keeps each it showed
+def _digits_conditions(seed: int = 0, severity: int = DIGITS_SEVERITY) -> Dataset:
     from sklearn.datasets import load_digits
     digits = load_digits()
     images = render_digits(digits.images)
@@ -130,7 +144,7 @@ def _digits_conditions(seed: int = 0) -> Dataset:
     # Test: every test scan under every condition (paired across conditions).
     test = np.flatnonzero(split_of == "test")
     for cond in BUILTIN_CONDITIONS:
-        x = apply_condition(images[test], cond, severity=DIGITS_SEVERITY, seed=seed + 2)
+        x = apply_condition(images[test], cond, severity=severity, seed=seed + 2)
         parts.append((x, labels[test], cond, "test", [f"test-{i:04d}@{cond}" for i in test]))
 
     return Dataset(
@@ -141,7 +155,10 @@ def _digits_conditions(seed: int = 0) -> Dataset:
         split=np.concatenate([np.full(len(p[0]), p[3], dtype=object) for p in parts]).astype(str),
         ids=np.array([sid for p in parts for sid in p[4]]),
         classes=tuple(str(c) for c in range(10)),
-        source=f"scikit-learn load_digits (UCI optical digits), 32x32, severity {DIGITS_SEVERITY}, seed {seed}",
+        source=(f"scikit-learn load_digits (UCI optical digits), 32x32, severity {DIGITS_SEVERITY}, seed {seed}"
+                if severity == DIGITS_SEVERITY else
+                f"scikit-learn load_digits (UCI optical digits), 32x32, test conditions at severity {severity} "
+                f"(calibration pool at {DIGITS_SEVERITY}), seed {seed}"),
         condition_order=BUILTIN_CONDITIONS,
     )
 
@@ -169,10 +186,10 @@ def digit_keypoints(images8: np.ndarray, size: int = DIGITS_SIZE) -> np.ndarray:
 
 
 @lru_cache(maxsize=4)
-def _digits_keypoints(seed: int = 0) -> Dataset:
+def _digits_keypoints(seed: int = 0, severity: int = DIGITS_SEVERITY) -> Dataset:
     """``digits-conditions`` with keypoint labels ``(3, 2)`` per sample instead of the digit class."""
     from sklearn.datasets import load_digits
-    base = _digits_conditions(seed)
+    base = _digits_conditions(seed, severity)
     keypoints = digit_keypoints(load_digits().images)
     scan = np.array([int(sid.split("@")[0].split("-")[1]) for sid in base.ids.tolist()])
     return Dataset(name="digits-keypoints", x=base.x, y=keypoints[scan], condition=base.condition,

@@ -22,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", "--dataset", dest="data", default="digits-conditions",
                    help="dataset name or path (default: digits-conditions)")
     p.add_argument("--split", default="test", help="held-out split to score (default: test)")
+    p.add_argument("--severity", type=int, choices=range(1, 6), default=None, metavar="1..5",
+                   help="built-in datasets only: render the test split's conditions at this severity "
+                        "(1 mild .. 5 harsh; default 3, as the dataset is built)")
     p.add_argument("--conditions", default=None, metavar="A,B",
                    help="comma-separated conditions (default: every condition in the split)")
     p.add_argument("--names", default=None, metavar="N1,N2",
@@ -79,7 +82,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.names.split(",")] if args.names else None
     if names is not None and len(names) != len(args.candidates):
         raise EvaluationError(f"--names gives {len(names)} name(s) for {len(args.candidates)} candidate model(s).")
-    report = compare_accuracy(fp32, list(args.candidates), args.data, conditions=args.conditions,
+    data = args.data
+    if args.severity is not None:
+        from ..data.loaders import load_dataset
+        data = load_dataset(args.data, severity=args.severity)
+    report = compare_accuracy(fp32, list(args.candidates), data, conditions=args.conditions,
                               split=args.split, names=names, n_bootstrap=args.bootstrap, seed=args.seed,
                               cache=not args.no_cache, input_spec=args.input_spec, metric=args.metric,
                               fidelity=not args.no_fidelity)
