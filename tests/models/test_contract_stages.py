@@ -1,0 +1,105 @@
+"""The input contract given only as ``--input-spec`` (no card beside the model) reaches every stage
+a run folder computes: the quantize stage's calibration and the coverage strategy's embeddings.
+
+A model trained on [-1, 1] inputs calibrated with [0, 1] pixels gets an INT8 input quantization for
+[0, 1] (scale 1/255, zero point -128): every negative input it will be fed clips to 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+from workbench.errors import WorkbenchWarning
+
+SPEC = "range: [-1, 1]\ntask: classification\n"
+
+
+@pytest.fixture(scope="module")
+def pm1_keras(tmp_path_factory):
+    """A tiny untrained Keras classifier on 32x32x1 (what it computes does not matter here)."""
+    import keras
+    keras.utils.set_random_seed(0)
+    folder = tmp_path_factory.mktemp("pm1-stages")
+    model = keras.Sequential([keras.Input((32, 32, 1)), keras.layers.Conv2D(4, 3, strides=2, activation="relu"),
+                              keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+    path = folder / "pm1.keras"
+    with contextlib.redirect_stdout(io.StringIO()):
+        model.save(path)
+    spec = folder / "spec" / "pm1-input.yaml"     # not beside the model: only --input-spec tells
+    spec.parent.mkdir()
+    spec.write_text(SPEC)
+    return path, spec
+
+
+def _quantize_in_run(root, model, spec):
+    from workbench.runs import RunFolder
+    run = RunFolder(root, target="imx93", model=str(model), dataset="digits-conditions", input_spec=spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WorkbenchWarning)        # "fewer than 200 calibration samples"
+        cal = run.calibration_set(size=32, strategy="random", seed=0)
+    return run, cal
+
+
+def test_the_quantize_stage_calibrates_with_the_input_spec(pm1_keras, tmp_path):
+    model, spec = pm1_keras
+    run, cal = _quantize_in_run(tmp_path / "run", model, str(spec))
+    assert run.input_spec == str(spec)
+    q = run.quantized_model(recipe="a8w8_pc", calibration=cal)
+    inq = q.input_quantization
+    # [-1, 1] inputs: scale 2/255, zero point ~0; [0, 1] pixels would give 1/255 and -128
+    assert inq.scale == pytest.approx(2 / 255, rel=0.02), inq
+    assert abs(inq.zero_point) <= 1, inq
+    assert q.calibration_hash != cal.hash            # the contract is part of what calibrated the model
+    # the notebook after it (same input_spec) reuses the saved model without recomputing it
+    again, _ = _quantize_in_run(tmp_path / "run", model, str(spec))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", WorkbenchWarning)
+        assert again.quantized_model(recipe="a8w8_pc", calibration=cal).sha256 == q.sha256
+    # the same run folder without the spec does not reuse a model calibrated with it (and vice versa)
+    plain, _ = _quantize_in_run(tmp_path / "run", model, "")
+    assert plain.input_spec is None
+    with pytest.warns(WorkbenchWarning, match="computed with other parameters"):
+        q01 = plain.quantized_model(recipe="a8w8_pc", calibration=cal)
+    assert q01.input_quantization.scale == pytest.approx(1 / 255, rel=0.02)
+    assert q01.input_quantization.zero_point == -128
+
+
+def test_coverage_embeddings_see_contract_applied_inputs(pm1_keras, digits, monkeypatch):
+    """k-center greedy runs on the embeddings of what the model is fed, not of the raw pixels."""
+    from workbench.calibration import activations
+    from workbench.calibration.curate import curate_calibration_set
+    model, spec = pm1_keras
+    seen = []
+    real = activations.embeddings
+
+    def spy(m, x, **kwargs):
+        seen.append(np.asarray(x))
+        return real(m, x, **kwargs)
+
+    monkeypatch.setattr(activations, "embeddings", spy)
+    pool = digits.select(split="calibration")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WorkbenchWarning)
+        with_spec = curate_calibration_set(digits, 20, strategy="coverage", model=str(model), input_spec=str(spec))
+        without = curate_calibration_set(digits, 20, strategy="coverage", model=str(model))
+    x_spec, x_raw = seen
+    np.testing.assert_allclose(x_spec, np.asarray(pool.x) * 2 - 1, atol=1e-6)
+    np.testing.assert_allclose(x_raw, np.asarray(pool.x), atol=1e-6)
+    assert x_spec.min() < -0.5
+    assert with_spec.params["input_contract"] == {"source": str(spec), "normalization": "range [-1, 1]"}
+    assert "input_contract" not in without.params
+    # a card beside the model is read the same way
+    (model.parent / "pm1.card.yaml").write_text(SPEC)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", WorkbenchWarning)
+            carded = curate_calibration_set(digits, 20, strategy="coverage", model=str(model))
+    finally:
+        (model.parent / "pm1.card.yaml").unlink()
+    np.testing.assert_allclose(seen[-1], x_spec, atol=1e-6)
+    assert carded.sample_ids == with_spec.sample_ids
