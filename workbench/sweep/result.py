@@ -76,7 +76,7 @@ class SweepResult(Result):
 
     def table_rows(self) -> list[tuple[Any, ...]]:
         recommended = {id(r.cell) for r in self.recommendations if r.cell is not None}
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for c in self.cells:
             passes = _gate_mark(c, self.gate)
             mark = " *" if any(r.cell is not None and r.cell.key == c.key and r.cell.cell == c.cell
@@ -150,7 +150,8 @@ def _gate_mark(c: CellResult, gate: dict[str, Any]) -> bool:
 
 def _pareto_axis(ax: Any, cells: list[CellResult], rec: Recommendation | None, *, x: Any, xlabel: str,
                  minimize_x: bool, title: str) -> None:
-    pts = [(x(c), c.worst_drop_pp, c) for c in cells if x(c) is not None and not math.isnan(x(c))]
+    pts = [(x(c), c.worst_drop_pp, c) for c in cells
+           if x(c) is not None and not math.isnan(x(c)) and c.worst_drop_pp is not None]
     recipes = sorted({c.cell.recipe for c in cells})
     markers = "osD^vP*X"
     for i, r in enumerate(recipes):
@@ -191,8 +192,9 @@ def gate_violations(c: CellResult, gate: dict[str, Any]) -> list[str]:
         if max_drop is not None and drop > max_drop + 1e-9:
             out.append(f"{s.condition} drops {drop:.2f} pp > {max_drop:g}")
     share = g.share_for(c.cell.target)
-    if share is not None and c.npu_share < share - 1e-12:
-        out.append(f"NPU share {c.npu_share:.0%} < {share:.0%}")
+    npu_share = c.npu_share or 0.0   # set on every cell that ran (the only cells a gate sees)
+    if share is not None and npu_share < share - 1e-12:
+        out.append(f"NPU share {npu_share:.0%} < {share:.0%}")
     if g.max_cpu_islands is not None and c.cpu_islands > g.max_cpu_islands:
         out.append(f"{c.cpu_islands} CPU island(s) > {g.max_cpu_islands}")
     if g.max_latency_ms is not None and c.latency_ms is not None and c.latency_ms > g.max_latency_ms:
@@ -210,6 +212,9 @@ def recommend(target: str, cells: list[CellResult], gate: dict[str, Any]) -> Rec
     pool = passing or ran
     def lat(c: CellResult) -> float:
         return c.latency_ms if c.latency_ms is not None else math.inf
+
+    def share(c: CellResult) -> float:
+        return c.npu_share or 0.0      # set on every cell that ran
     fastest = min(lat(c) for c in pool)
     near = [c for c in pool if lat(c) <= fastest * (1 + LATENCY_TIE)] if math.isfinite(fastest) else pool
     if not passing:     # nothing passes: the closest cell (smallest number of violations, then drop)
@@ -218,7 +223,7 @@ def recommend(target: str, cells: list[CellResult], gate: dict[str, Any]) -> Rec
         return Recommendation(target=target, cell=best, passed_gate=False, violations=viol,
                               reason=f"no cell passes the gate; closest {_describe(best)}; fails: {'; '.join(viol)}",
                               island_cost=island_cost(best, ran))
-    best = min(near, key=lambda c: (c.worst_drop_pp, -c.npu_share, lat(c)))
+    best = min(near, key=lambda c: (c.worst_drop_pp, -share(c), lat(c)))
     return Recommendation(target=target, cell=best, passed_gate=True, reason=f"{_describe(best)} (passes the gate)",
                           island_cost=island_cost(best, ran))
 
