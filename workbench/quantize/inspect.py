@@ -262,7 +262,7 @@ def _inspect_tflite(path: Path) -> ModelInspection:
 
 
 # -- ONNX --------------------------------------------------------------------------------------
-def load_onnx(path: Path) -> Any:
+def load_onnx(path: str | os.PathLike) -> Any:
     import onnx
     try:
         return onnx.load(str(path))
