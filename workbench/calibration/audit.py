@@ -231,7 +231,7 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
     cache_file = _cache_file(model, data, cal_hash, split, conds, clip_threshold, activation_bits) \
         if cache else None
     cached = read_sealed_json(cache_file) if cache_file is not None else None
-    if cached is not None:                           # a damaged entry warns, is removed and recomputed
+    if cache_file is not None and cached is not None:   # a damaged entry warns, is removed and recomputed
         try:
             return CoverageAudit.from_dict(cached)
         except (ValueError, TypeError, KeyError) as exc:
