@@ -33,6 +33,7 @@ import csv
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -102,8 +103,8 @@ def render_digits(images8: np.ndarray, size: int = DIGITS_SIZE) -> np.ndarray:
     from PIL import Image
     out = np.empty((len(images8), size, size, 1), dtype=np.float32)
     for i, img in enumerate(images8):
-        ink = Image.fromarray((img.reshape(8, 8) / 16.0).astype(np.float32), mode="F")
-        ink = np.asarray(ink.resize((size, size), Image.Resampling.BICUBIC), dtype=np.float32)
+        pic = Image.fromarray((img.reshape(8, 8) / 16.0).astype(np.float32), mode="F")
+        ink = np.asarray(pic.resize((size, size), Image.Resampling.BICUBIC), dtype=np.float32)
         out[i, :, :, 0] = 0.92 - 0.78 * np.clip(ink, 0.0, 1.0)   # paper 0.92, full ink 0.14
     return out
 
@@ -252,7 +253,7 @@ def _build(name: str, source: Path, rows: list[tuple[Path, str, str, str]],
         y = np.array([index[r[1]] for r in rows], dtype=np.int64)
     x = open_image_files([r[0] for r in rows], resize)
     return Dataset(
-        name=name, x=x, y=y,
+        name=name, x=cast(np.ndarray, x), y=y,   # the lazy ImageFiles stands in for the array (see Dataset)
         condition=np.array([r[2] for r in rows]), split=np.array([r[3] for r in rows]),
         ids=np.array(ids), classes=tuple(classes), source=str(source))
 
@@ -354,9 +355,10 @@ def _load_npz(path: Path, *, classes) -> Dataset:
     if y.ndim == 1 and (y.dtype.kind in "iu" or (file_classes is not None and np.all(y == np.round(y)))):
         y = y.astype(np.int64)
         classes = classes or file_classes or tuple(str(c) for c in range(int(y.max()) + 1))
-        bad = np.flatnonzero((y < 0) | (y >= len(classes)))
-        if len(bad):
-            raise DataError(f"{path}: sample {int(bad[0])} has unknown label {int(y[bad[0]])}; "
+        unknown_label = np.flatnonzero((y < 0) | (y >= len(classes)))
+        if len(unknown_label):
+            k = int(unknown_label[0])
+            raise DataError(f"{path}: sample {k} has unknown label {int(y[k])}; "
                             f"labels must index the {len(classes)} classes {', '.join(classes)}.")
     else:
         classes = tuple(classes or file_classes or ())    # labels of any shape (keypoints, boxes...)

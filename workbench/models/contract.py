@@ -227,11 +227,12 @@ class InputContract(Result):
         return self.outputs[index].name if index < len(self.outputs) else f"output_{index}"
 
     # -- the one preprocessing ------------------------------------------------------------------
-    def check_pixels(self, images: Any, *, ids: Sequence[str] | None = None, where: str = "") -> np.ndarray:
+    def check_pixels(self, images: Any, *, ids: Sequence[str] | np.ndarray | None = None,
+                     where: str = "") -> np.ndarray:
         """Pixels as float32 NHWC in [0, 1] (see :func:`check_pixels`); errors name this contract's range."""
         return check_pixels(images, ids=ids, where=where, maps_to=self.normalization)
 
-    def apply(self, images: Any, *, ids: Sequence[str] | None = None, layout: str = "NHWC",
+    def apply(self, images: Any, *, ids: Sequence[str] | np.ndarray | None = None, layout: str = "NHWC",
               where: str = "") -> np.ndarray:
         """Pixels (uint8, or float32 in [0, 1], NHWC or NHW) -> float32 model inputs.
 
@@ -331,7 +332,7 @@ class InputContract(Result):
                 + display.table(("field", "value"), self.rows()))
 
 
-def check_pixels(images: Any, *, ids: Sequence[str] | None = None, where: str = "",
+def check_pixels(images: Any, *, ids: Sequence[str] | np.ndarray | None = None, where: str = "",
                  maps_to: Any = "") -> np.ndarray:
     """Pixels as float32 NHWC in [0, 1]; uint8 is read as /255.  Anything else (uint16, ints,
     float values outside [0, 1] such as 0..255, NaN/inf) raises :class:`ContractError`."""
@@ -604,7 +605,7 @@ def _fmt_seq(values: Any) -> str:
     return "[" + ", ".join(f"{float(v):.4g}" for v in values) + "]"
 
 
-def _sample(ids: Sequence[str] | None, i: int) -> str:
+def _sample(ids: Sequence[str] | np.ndarray | None, i: int) -> str:
     if ids is not None and i < len(ids):
         return repr(str(ids[i]))
     return f"#{i}"
