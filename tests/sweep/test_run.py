@@ -128,4 +128,32 @@ def test_unreachable_scheduler_is_a_clear_error(tiny_model):
     port = _free_port()
     with pytest.raises(SweepError, match="cannot reach the Dask scheduler"):
         sweep(tiny_model, spec=SweepSpec(model=tiny_model, **{**SPEC, "sizes": (64,), "targets": ("imx8mp",)}),
-              scheduler=f"tcp://127.0.0.1:{port}", progress=False)
+              scheduler=f"tcp://127.0.0.1:{port}", cache=False, progress=False)
+
+
+def test_a_rerun_of_cached_cells_starts_no_executor(serial_result, tiny_model):
+    """Every cell a verified cache hit: the client answers alone (the scheduler is never contacted)."""
+    r = sweep(tiny_model, spec=SweepSpec(model=tiny_model, **SPEC), scheduler=f"tcp://127.0.0.1:{_free_port()}",
+              progress=False)
+    assert r.cache_hits == len(r.cells) == 4 and r.workers == 0 and "no executor started" in r.scheduler
+    assert _essence(r) == _essence(serial_result)
+    assert all(c.worker.endswith("(client)") for c in r.cells)
+
+
+def test_a_cached_cell_whose_quantized_model_changed_is_redone(serial_result, tiny_model):
+    from workbench.sweep.cell import cached_result
+    from workbench.sweep.run import resolve_model
+    ok = next(c for c in serial_result.cells if c.ok)
+    spec = SweepSpec(model=tiny_model, **SPEC)
+    from workbench._io import sha256_file
+    from workbench.data.loaders import load_dataset
+    args = (ok.cell, spec, sha256_file(resolve_model(tiny_model, SPEC["dataset"])), load_dataset(SPEC["dataset"]).hash)
+    assert cached_result(*args) is not None
+    model = Path(ok.model_path)
+    original = model.read_bytes()
+    try:
+        model.write_bytes(original[:-8] + b"tampered")
+        assert cached_result(*args) is None            # the record names a model that is no longer the one measured
+    finally:
+        model.write_bytes(original)
+    assert cached_result(*args) is not None

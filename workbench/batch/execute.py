@@ -18,6 +18,8 @@ from .console import Console
 from .export import Scrubber, export_html
 
 KERNEL = "npu-workbench"
+#: the sweep notebook ``run_batch(sweep=True)`` executes once across the targets (``<out>/sweep/``)
+SWEEP_NOTEBOOK = "60_sweep"
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
 
@@ -146,6 +148,37 @@ class Runner:
         self._export(result, "")
         if result.status == "ok":
             reuse.remember(self.out_dir, rel, parts=parts, outputs={},
+                           reports=(result.notebook, result.html, result.shared_html), seconds=result.seconds)
+        return result
+
+    def run_sweep(self, params: dict[str, Any], declared: set[str]) -> StageRun:
+        """The sweep notebook once across the targets, reused like a stage when its inputs did not change.
+
+        Its inputs are the notebook, its parameters, the kernel, the workbench code and tool versions and
+        the model, dataset and gate files; not the stages' outputs (a sweep quantizes for itself).  What it
+        writes beside its report (``sweep/pareto.png``, ``sweep/sweep.json``) is recorded as its outputs.
+        """
+        stage_params = {k: v for k, v in params.items() if k in declared}
+        rel = f"sweep/{SWEEP_NOTEBOOK}.ipynb"
+        parts = reuse.key_parts(notebook=self.notebooks / f"{SWEEP_NOTEBOOK}.ipynb", params=stage_params,
+                                kernel=self.kernel, out_dir=self.out_dir, upstream=[])
+        if self.reuse_unchanged and reuse.reusable(self.out_dir, rel, stable_hash(parts)) is not None:
+            reused = StageRun(target="sweep", stage=SWEEP_NOTEBOOK, status="ok", seconds=0.0, notebook=rel,
+                              html=f"sweep/{SWEEP_NOTEBOOK}.html", shared_html=f"sweep/{SWEEP_NOTEBOOK}.shared.html",
+                              reused=True)
+            self.console.stage(reused)
+            return reused
+        why = reuse.why_changed(self.out_dir, rel, parts) if self.reuse_unchanged else "--rerun"
+        reuse.forget(self.out_dir, rel)
+        folder = self.out_dir / "sweep"
+        before = reuse.snapshot(folder, self.out_dir)
+        result = replace(self._execute("sweep", SWEEP_NOTEBOOK, stage_params), why=why)
+        outputs = {k: v for k, v in reuse.changed(before, reuse.snapshot(folder, self.out_dir)).items()
+                   if not k.startswith(f"sweep/{SWEEP_NOTEBOOK}.")}      # the reports are recorded as reports
+        self.console.stage(result)
+        self._export(result, "")
+        if result.status == "ok":
+            reuse.remember(self.out_dir, rel, parts=parts, outputs=outputs,
                            reports=(result.notebook, result.html, result.shared_html), seconds=result.seconds)
         return result
 

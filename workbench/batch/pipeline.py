@@ -11,7 +11,8 @@ The pipeline, per target (targets run in parallel with ``jobs``):
    sharing), self-contained: figures inline, no scripts, no external links, local
    paths scrubbed, the run manifest on top.
 
-Then ``90_summary`` across targets, ``summary.json``, ``summary.csv``, the
+Then, with ``sweep=True``, ``60_sweep`` once across the targets (``<out>/sweep/``);
+then ``90_summary`` across targets, ``summary.json``, ``summary.csv``, the
 quality gate, and ``index.html`` linking everything.
 """
 
@@ -36,7 +37,7 @@ from ..runs import new_run_id, summarize_run
 from ..vocab import STAGE_NOTEBOOKS as _STAGE_NOTEBOOKS
 from ..vocab import SUMMARY_NOTEBOOK, TARGETS
 from . import console as _console
-from .execute import KERNEL, NOTEBOOKS_DIR, Runner, TargetRun, declared_parameters
+from .execute import KERNEL, NOTEBOOKS_DIR, SWEEP_NOTEBOOK, Runner, StageRun, TargetRun, declared_parameters
 from .export import Scrubber
 from .summary import write_index, write_summary
 
@@ -60,6 +61,7 @@ class BatchResult(Result):
     gate: GateResult | None = None
     seconds: float = 0.0
     notes: tuple[str, ...] = ()
+    sweep: StageRun | None = None       # the 60_sweep execution (``sweep=True``), else None
 
     @property
     def failed(self) -> tuple[TargetRun, ...]:
@@ -67,7 +69,8 @@ class BatchResult(Result):
 
     @property
     def ok(self) -> bool:
-        return not self.failed and (self.gate is None or self.gate.passed)
+        return (not self.failed and (self.gate is None or self.gate.passed)
+                and (self.sweep is None or self.sweep.status == "ok"))
 
     @property
     def exit_code(self) -> int:
@@ -80,6 +83,8 @@ class BatchResult(Result):
     def summary(self) -> str:
         parts = [f"batch {self.run_id}: {len(self.targets) - len(self.failed)}/{len(self.targets)} target(s) ok"]
         parts += [t.summary() for t in self.failed]
+        if self.sweep is not None and self.sweep.status != "ok":
+            parts.append(f"sweep FAILED: {self.sweep.error}")
         if self.gate is not None:
             parts.append(self.gate.summary())
         return "; ".join(parts) + f" ({self.seconds:.0f} s)"
@@ -105,7 +110,7 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
               target_parameters: Mapping[str, Mapping[str, Any]] | None = None,
               kernel: str = KERNEL, notebooks_dir: str | os.PathLike | None = None,
               timeout: float | None = None, progress: bool = True, reuse: bool = True,
-              quiet: bool = True) -> BatchResult:
+              quiet: bool = True, sweep: bool = False) -> BatchResult:
     """Execute the stage notebooks per target and write shareable reports to ``out``.
 
     Parameters
@@ -133,6 +138,10 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
         ``runs/<run_id>/batch.log`` instead of the terminal while the batch runs.
     parameters : extra notebook parameters for every target; ``target_parameters``
         ``{target: {name: value}}`` for one target only.
+    sweep : also execute ``60_sweep`` once across ``targets`` on the batch's model, dataset, seed and
+        gate (its axes from ``parameters``: ``recipes``, ``strategies``, ``sizes``, ``exclusions``,
+        ``workers``, ``serial``, ``scheduler``); its report, ``pareto.png`` and ``sweep.json`` are in
+        ``<out>/sweep/``; reused like the stages.
     """
     started = time.perf_counter()
     # 1. validate everything before the first kernel starts
@@ -140,7 +149,8 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
     check_positive_int("jobs", jobs, error=BatchError)
     notebooks = Path(notebooks_dir) if notebooks_dir else NOTEBOOKS_DIR
     stage_list = _stages(stages)
-    for name in (*stage_list, SUMMARY_NOTEBOOK):
+    extra_notebooks = (SWEEP_NOTEBOOK,) if sweep else ()
+    for name in (*stage_list, *extra_notebooks, SUMMARY_NOTEBOOK):
         require_file(notebooks / f"{name}.ipynb", "stage notebook",
                      "run from a checkout of npu-workbench or pass notebooks_dir=", BatchError)
     quality_gate = None if gate is None else load_gate(gate)
@@ -156,7 +166,8 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
               "timing_runs": timing_runs, "timing_warmup": timing_warmup, "run_dir": run_dir.as_posix(),
               **({"replay": os.path.relpath(Path(replay).resolve(), out_dir)} if replay else {}),
               **dict(parameters or {})}
-    declared = {name: declared_parameters(notebooks / f"{name}.ipynb") for name in (*stage_list, SUMMARY_NOTEBOOK)}
+    declared = {name: declared_parameters(notebooks / f"{name}.ipynb")
+                for name in (*stage_list, *extra_notebooks, SUMMARY_NOTEBOOK)}
     known = set().union(*declared.values())
     for extra in [*(parameters or {}), *(k for p in (target_parameters or {}).values() for k in p)]:
         check_choice("parameter", extra, sorted(known), error=BatchError)
@@ -209,7 +220,15 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
                        for i, t in enumerate(targets)]
             target_runs = tuple(f.result() for f in futures)
         runner.close()
-        # 4. summary across targets, gate, index
+        # 4. the sweep across the targets (its own quantizations: independent of the stages' outputs)
+        sweep_stage = None
+        if sweep:
+            sweep_params = {**common, "targets": ",".join(targets), "plots_dir": "sweep",
+                            "output": "sweep/sweep.json", "progress": False}
+            if isinstance(gate, (str, os.PathLike)):        # the batch's gate file is the sweep's gate too
+                sweep_params["gate"] = os.path.relpath(Path(gate).resolve(), out_dir)
+            sweep_stage = runner.run_sweep(sweep_params, declared[SWEEP_NOTEBOOK])
+        # 5. summary across targets, gate, index
         summary = summarize_run(out_dir / run_dir, targets=targets)
         gate_report = check_quality_gate(summary, quality_gate) if quality_gate is not None else None
         summary_stage = runner.run_summary(len(targets), {"run_dir": run_dir.as_posix(), "targets": ",".join(targets)},
@@ -220,7 +239,7 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
             summary_report=summary_stage.html if summary_stage else None, gate=gate_report,
             seconds=round(time.perf_counter() - started, 1),
             notes=(() if summary_stage is None or summary_stage.status == "ok"
-                   else (f"summary notebook failed: {summary_stage.error}",)))
+                   else (f"summary notebook failed: {summary_stage.error}",)), sweep=sweep_stage)
         write_summary(out_dir, result, summary)
         write_index(out_dir, result, summary, summary_stage)
         return result

@@ -42,7 +42,8 @@ def write_summary(out_dir: Path, result: BatchResult, summary: RunSummary) -> No
                                    "findings": [f.to_dict() for f in found if f.target == t.target]}
                         for t in summary.targets},
             "findings": {"max_severity": found.max_severity, "counts": found.counts()},
-            "gate": result.gate.to_dict() if result.gate is not None else None, "notes": list(result.notes)}
+            "gate": result.gate.to_dict() if result.gate is not None else None, "notes": list(result.notes),
+            "sweep": None if result.sweep is None else {**result.sweep.to_dict(), **sweep_files(out_dir, result)}}
     atomic_write_json(out_dir / result.summary_json, data)
     rows = summary.csv_rows()
     buf = io.StringIO()
@@ -50,6 +51,25 @@ def write_summary(out_dir: Path, result: BatchResult, summary: RunSummary) -> No
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(out_dir / result.summary_csv, buf.getvalue())
+
+
+def sweep_files(out_dir: Path, result: BatchResult) -> dict[str, str]:
+    """The sweep's ``pareto.png`` and ``sweep.json`` (relative to ``out_dir``) that exist."""
+    folder = Path("sweep")
+    return {name: (folder / f"{name}.{ext}").as_posix() for name, ext in (("pareto", "png"), ("sweep", "json"))
+            if (out_dir / folder / f"{name}.{ext}").is_file()}
+
+
+def sweep_recommendations(out_dir: Path, files: dict[str, str]) -> list[str]:
+    """One line per target from the sweep's ``sweep.json`` (none when it is missing or unreadable)."""
+    from .._io import read_json
+    from ..sweep.result import Recommendation
+    if "sweep" not in files:
+        return []
+    try:
+        return [Recommendation.from_dict(r).summary() for r in read_json(out_dir / files["sweep"])["recommendations"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"(the sweep's recommendations could not be read: {type(exc).__name__}: {exc})"]
 
 
 def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary_stage: StageRun | None) -> None:
@@ -68,6 +88,14 @@ def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary
             display.paragraph(result.summary()),
             findings_html(run_findings_of(out_dir, result, summary), title="Findings (all targets)"),
             display.raw_table(("target", "status", "why", "reports"), rows, row_styles=styles, caption="Targets")]
+    if result.sweep is not None:
+        s = result.sweep
+        files = sweep_files(out_dir, result)
+        state = f" (FAILED: {s.error})" if s.status != "ok" else ""
+        body.append(display.paragraph(f"Sweep across targets{state}:") + display.link(s.shared_html, "sweep report")
+                    + " · " + display.link(s.html, "with code") + " · " + display.link(s.notebook, "notebook")
+                    + "".join(" · " + display.link(rel, Path(rel).name) for rel in files.values()))
+        body += [display.paragraph(line) for line in sweep_recommendations(out_dir, files)]
     if summary_stage is not None:
         body.append(display.paragraph("Across targets:") + display.link(summary_stage.shared_html, "summary report")
                     + " · " + display.link(summary_stage.html, "with code"))

@@ -10,6 +10,12 @@ cell's result is cached as JSON so a rerun of the sweep is all cache hits.
 
 A cell never raises: an error becomes a :class:`CellResult` with ``error`` set
 (its type and message), so one failing cell never stops a sweep.
+
+Threads: a cell's accuracy runs use ``$NPU_WORKBENCH_SWEEP_THREADS`` LiteRT threads when set
+(the sweep's LocalCluster sets it, with TensorFlow's and OpenMP's thread counts, to the cores
+divided by the workers, so two workers on two cores do not fight over four threads); the
+host-CPU latency always uses one.  The model's input contract (read by loading the model) and
+the dataset are loaded once per process, not per cell.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from .plan import SweepCell, SweepSpec
 
 HOST_RUNS = 50
 HOST_WARMUP = 5
+THREADS_ENV = "NPU_WORKBENCH_SWEEP_THREADS"
 
 
 @dataclass(frozen=True)
@@ -116,8 +123,48 @@ def _dataset(name: str) -> Any:
     return load_dataset(name)
 
 
-def run_cell(cell: SweepCell, spec: SweepSpec, model_path: str, model_sha: str, *, cache: bool = True) -> CellResult:
-    """Run one cell; never raises (errors are returned in the result)."""
+@lru_cache(maxsize=4)
+def _contract(model_path: str, model_sha: str) -> Any:
+    """The model's input contract, once per process (resolving it loads the model)."""
+    from ..models.contract import resolve_contract
+    return resolve_contract(model_path)
+
+
+def _threads() -> int | None:
+    value = os.environ.get(THREADS_ENV, "")
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def cached_result(cell: SweepCell, spec: SweepSpec, model_sha: str, dataset_hash: str) -> CellResult | None:
+    """The cached result of ``cell``, verified, or None.
+
+    Verified: the record's content matches its sealed sha256 (a damaged record warns and is
+    removed), it was written by this version of the cell, and for a cell that ran, the
+    quantized model it names is on disk with its recorded sha256.  Anything else is a miss.
+    """
+    key = cell_key(cell, spec, model_sha, dataset_hash)
+    found_data = read_sealed_json(cache_dir("sweep") / f"{key}.json")
+    if found_data is None:
+        return None
+    try:
+        found = CellResult.from_dict(found_data)
+    except (ValueError, KeyError, TypeError):
+        return None             # written by another version of the cell: redone
+    if found.cell != cell or found.key != key:
+        return None
+    if found.ok and not (found.model_path and Path(found.model_path).is_file()
+                         and sha256_file(found.model_path) == found.model_sha256):
+        return None             # the quantized model it names is gone or changed: redone
+    return found
+
+
+def run_cell(cell: SweepCell, spec: SweepSpec, model_path: str, model_sha: str, *, cache: bool = True,
+             data: Any = None) -> CellResult:
+    """Run one cell; never raises (errors are returned in the result).
+
+    ``data``: the loaded dataset (the sweep sends it to every Dask worker once); default: load
+    ``spec.dataset`` in this process (once per process).
+    """
     start = time.perf_counter()
     worker = f"{socket.gethostname()}:{os.getpid()}"
     key = ""
@@ -125,17 +172,14 @@ def run_cell(cell: SweepCell, spec: SweepSpec, model_path: str, model_sha: str, 
         if not Path(model_path).exists():
             raise WorkbenchError(f"{worker}: cannot read the model {model_path}; every Dask worker must see it. "
                                  "Put the model (and NPU_WORKBENCH_CACHE) on a path shared by all workers.")
-        data = _dataset(spec.dataset)
+        if data is None:
+            data = _dataset(spec.dataset)
         key = cell_key(cell, spec, model_sha, data.hash)
         record = cache_dir("sweep") / f"{key}.json"
-        found_data = read_sealed_json(record) if cache else None     # a damaged entry warns and is redone
-        if found_data is not None:
-            try:
-                found = CellResult.from_dict(found_data)
-                return _replace(found, cache_hit=True, worker=worker, seconds=time.perf_counter() - start)
-            except (ValueError, KeyError, TypeError):
-                pass            # written by another version of the cell: redone
-        result = _chain(cell, spec, model_path, data)
+        found = cached_result(cell, spec, model_sha, data.hash) if cache else None
+        if found is not None:
+            return _replace(found, cache_hit=True, worker=worker, seconds=round(time.perf_counter() - start, 3))
+        result = _chain(cell, spec, model_path, data, model_sha)
         result = _replace(result, key=key, worker=worker, seconds=round(time.perf_counter() - start, 3))
         write_sealed_json(record, result.to_dict())
         return result
@@ -157,7 +201,7 @@ def _replace(result: CellResult, **changes: Any) -> CellResult:
     return dataclasses.replace(result, **changes)
 
 
-def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any) -> CellResult:
+def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any, model_sha: str) -> CellResult:
     import warnings
 
     from ..calibration.curate import curate_calibration_set
@@ -169,7 +213,8 @@ def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any) -> Cell
         warnings.simplefilter("ignore", WorkbenchWarning)
         calib = curate_calibration_set(data, cell.size, strategy=cell.strategy, seed=spec.seed)
         qm = quantize(model_path, cell.recipe, calib, dataset=data, exclude=cell.exclude)
-        report = compare_accuracy(model_path, {"int8": qm}, data, n_bootstrap=spec.n_bootstrap, seed=spec.seed)
+        report = compare_accuracy(model_path, {"int8": qm}, data, n_bootstrap=spec.n_bootstrap, seed=spec.seed,
+                                  input_spec=_contract(model_path, model_sha), num_threads=_threads())
         placement = analyze_placement(qm.path, cell.target, use_vela=spec.use_vela)
     scores = []
     for cond in report.conditions:

@@ -12,16 +12,23 @@ Executors:
 
 A failed cell is a result with its error; the sweep always finishes.  A progress bar
 (tqdm, on stderr) counts finished cells.
+
+Before any executor starts, the client looks every cell up in the cache (the sealed record
+verified, and the quantized model it names checked by sha256: :func:`.cell.cached_result`);
+only the misses are sent to the executor, so a rerun whose cells are all cached starts no
+cluster.  The client sends its loaded dataset to the workers once (``scatter``) instead of
+each worker building it again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any
 
 from .._io import sha256_file
-from .cell import CellResult, run_cell
+from .cell import THREADS_ENV, CellResult, cached_result, run_cell
 from .plan import SweepError, SweepSpec, plan_cells, resolve_exclusions
 from .result import SweepResult, recommend
 
@@ -46,7 +53,8 @@ def resolve_model(model: str, dataset: str) -> str:
 
 def sweep(model: str = "tradeoff", *, spec: SweepSpec | None = None, gate: Any = None, executor: str = "dask",
           scheduler: str | None = None, workers: int | None = None, cache: bool = True, progress: bool = True,
-          plots: str | os.PathLike | None = None, **axes: Any) -> SweepResult:
+          plots: str | os.PathLike | None = None, output: str | os.PathLike | None = None,
+          **axes: Any) -> SweepResult:
     """Run a sweep of ``model`` and recommend a cell per target.
 
     Parameters
@@ -62,6 +70,7 @@ def sweep(model: str = "tradeoff", *, spec: SweepSpec | None = None, gate: Any =
     workers : LocalCluster worker processes (default: the machine's cores, at most the cell count).
     cache : reuse cached cell results (False runs every cell again and refreshes the cache).
     plots : a folder to write ``pareto.png`` into.
+    output : a file to write the whole result into as JSON (written atomically, last).
     """
     from ..evaluate.gate import DEFAULT_MAX_DROP_PP, Gate, load_gate
     if executor not in EXECUTORS:
@@ -79,10 +88,26 @@ def sweep(model: str = "tradeoff", *, spec: SweepSpec | None = None, gate: Any =
     exclusions = resolve_exclusions(spec, model_path, data)
     cells = plan_cells(spec, exclusions)
     scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
-    if executor == "serial":
-        results, where, n_workers = _run_serial(cells, spec, model_path, model_sha, cache, progress), "serial loop", 1
+    found: dict[int, CellResult] = {}
+    if cache:                       # verified cache hits never go to an executor
+        import socket
+        client_name = f"{socket.gethostname()}:{os.getpid()} (client)"
+        for i, cell in enumerate(cells):
+            t = time.perf_counter()
+            hit = cached_result(cell, spec, model_sha, data.hash)
+            if hit is not None:
+                found[i] = dataclasses.replace(hit, cache_hit=True, worker=client_name,
+                                               seconds=round(time.perf_counter() - t, 3))
+    todo = tuple(c for i, c in enumerate(cells) if i not in found)
+    if not todo:
+        ran, where, n_workers = [], "the cache (every cell a verified hit: no executor started)", 0
+    elif executor == "serial":
+        ran, where, n_workers = _run_serial(todo, spec, model_path, model_sha, cache, progress, data), "serial loop", 1
     else:
-        results, where, n_workers = _run_dask(cells, spec, model_path, model_sha, cache, progress, scheduler, workers)
+        ran, where, n_workers = _run_dask(todo, spec, model_path, model_sha, cache, progress, scheduler, workers,
+                                          data)
+    computed = iter(ran)
+    results = [found[i] if i in found else next(computed) for i in range(len(cells))]
     gate_dict = gate_obj.to_dict()
     recs = tuple(recommend(t, [r for r in results if r.cell.target == t], gate_dict) for t in spec.targets)
     result = SweepResult(spec=spec, model=model_path, model_sha256=model_sha, cells=tuple(results),
@@ -90,6 +115,12 @@ def sweep(model: str = "tradeoff", *, spec: SweepSpec | None = None, gate: Any =
                          seconds=round(time.perf_counter() - start, 2))
     if plots is not None:
         result = _write_plots(result, plots)
+    if output is not None:
+        from pathlib import Path
+
+        from .._io import atomic_write_json
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(output, result.to_dict())
     return result
 
 
@@ -120,17 +151,26 @@ def _bar(total: int, progress: bool) -> Any:
 
 
 def _run_serial(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, cache: bool,
-                progress: bool) -> list[CellResult]:
+                progress: bool, data: Any = None) -> list[CellResult]:
     out = []
     with _bar(len(cells), progress) as bar:
         for cell in cells:
-            out.append(run_cell(cell, spec, model_path, model_sha, cache=cache))
+            out.append(run_cell(cell, spec, model_path, model_sha, cache=cache, data=data))
             bar.update(1)
     return out
 
 
+def worker_env(n_workers: int, cores: int | None = None) -> dict[str, str]:
+    """The environment of a LocalCluster worker: TensorFlow, OpenMP/BLAS and the cell's LiteRT runs get
+    the cores divided by the workers (at least one thread), instead of every worker using every core."""
+    threads = str(max(1, (cores or os.cpu_count() or 1) // max(n_workers, 1)))
+    return {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_NUM_INTRAOP_THREADS": threads, "TF_NUM_INTEROP_THREADS": "1",
+            "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
+            THREADS_ENV: threads}
+
+
 def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, cache: bool, progress: bool,
-              scheduler: str | None, workers: int | None) -> tuple[list[CellResult], str, int]:
+              scheduler: str | None, workers: int | None, data: Any = None) -> tuple[list[CellResult], str, int]:
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError as exc:  # pragma: no cover - a dependency of the workbench
@@ -151,12 +191,15 @@ def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, ca
             if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
                 raise SweepError(f"`workers` must be a positive integer. Got {workers!r} instead.")
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+                                   env=worker_env(n))
             client = Client(cluster)
             where = f"Dask LocalCluster ({n} process(es))"
         try:
             n_workers = len(client.scheduler_info().get("workers", {})) or 1
-            futures = {client.submit(run_cell, cell, spec, model_path, model_sha, cache=cache, pure=False): i
+            # the client's dataset, sent once to every worker (a worker would spend seconds building it)
+            shared = client.scatter(data, broadcast=True) if data is not None else None
+            futures = {client.submit(run_cell, cell, spec, model_path, model_sha, cache=cache, data=shared,
+                                     pure=False): i
                        for i, cell in enumerate(cells)}
             results: list[CellResult | None] = [None] * len(cells)
             with _bar(len(cells), progress) as bar:
