@@ -9,10 +9,17 @@ On the same data (every test image of the dataset, all conditions) and the same 
      a bare ``set_tensor``/``invoke``/``get_tensor`` loop over pre-quantized batches.
 Prints samples per second for each and ``speedup_vs_per_sample`` = per-sample time / workbench cold
 time (setup included) and ``overhead_vs_raw`` = workbench warm time / raw batched time (1.0 means no
-overhead).  Warm and raw runs alternate ``--repeat`` times and the ratio is the median of the
-per-pair ratios: on a shared machine one pair alone swings by +-30%.
+overhead).
 
-    .venv/bin/python benchmarks/bench_eval.py [--model INT8.tflite] [--data DATASET] [--batch N] [--repeat 7]
+On a shared machine one warm/raw pair alone swings by +-30% (0.86-1.47 was seen at load 5 on 2 cores),
+so the measurement is built to survive load: ``--repeat`` pairs (default 25), each timing ``--passes``
+consecutive passes over the data, their order alternating (warm first, then raw first: a drift in load
+hits both sides equally); the ratio is the median of the per-pair ratios, with its interquartile range,
+a bootstrap 95% interval of that median, the ratio of the fastest warm to the fastest raw pass (the
+least disturbed pair of measurements), and the ratio of process CPU times (nearly blind to other
+processes).  The load average before and after is printed beside the numbers.
+
+    .venv/bin/python benchmarks/bench_eval.py [--model INT8.tflite] [--data DATASET] [--batch N] [--repeat 25]
 
 Without ``--model`` the reference model is converted to INT8 (per-channel, int8 in/out) in a
 temporary folder.
@@ -54,7 +61,8 @@ def main() -> int:
     parser.add_argument("--model", help="INT8 or FP32 .tflite (default: the reference model, INT8 per-channel)")
     parser.add_argument("--data", default="digits-conditions")
     parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--repeat", type=int, default=7, help="alternating warm/raw pairs (default 7)")
+    parser.add_argument("--repeat", type=int, default=25, help="alternating warm/raw pairs (default 25)")
+    parser.add_argument("--passes", type=int, default=2, help="passes over the data per timing (default 2)")
     args = parser.parse_args()
 
     import numpy as np
@@ -65,6 +73,7 @@ def main() -> int:
     from workbench.models.predict import batch_free_tflite, dequantize_output, load_predictor, quantize_input
 
     warnings.simplefilter("ignore")
+    load_before = os.getloadavg()
     dataset = load_dataset(args.data)
     x = dataset.select(split="test").x
     threads = os.cpu_count() or 1
@@ -103,24 +112,42 @@ def main() -> int:
         pad = (-len(x)) % args.batch
         xq = quantize_input(x, *inp["quantization"], inp["dtype"]) if quantized else x
         xq = np.concatenate([xq, np.zeros((pad, *xq.shape[1:]), xq.dtype)])
-        def raw_loop() -> float:
-            start = time.perf_counter()
-            for b in range(0, len(xq), args.batch):
-                raw.set_tensor(inp["index"], xq[b:b + args.batch])
-                raw.invoke()
-                raw.get_tensor(out["index"])
-            return time.perf_counter() - start
+        def raw_loop() -> tuple[float, float]:
+            start, cpu = time.perf_counter(), time.process_time()
+            for _ in range(args.passes):
+                for b in range(0, len(xq), args.batch):
+                    raw.set_tensor(inp["index"], xq[b:b + args.batch])
+                    raw.invoke()
+                    raw.get_tensor(out["index"])
+            return time.perf_counter() - start, time.process_time() - cpu
 
-        def warm() -> float:
-            start = time.perf_counter()
-            predictor.predict(x)
-            return time.perf_counter() - start
+        def warm() -> tuple[float, float]:
+            start, cpu = time.perf_counter(), time.process_time()
+            for _ in range(args.passes):
+                predictor.predict(x)
+            return time.perf_counter() - start, time.process_time() - cpu
 
         warm(), raw_loop()                                   # one unmeasured pair: caches, allocator
-        pairs = [(warm(), raw_loop()) for _ in range(max(1, args.repeat))]
-        t_warm = float(np.median([w for w, _ in pairs]))
-        t_raw = float(np.median([r for _, r in pairs]))
-        ratio = float(np.median([w / r for w, r in pairs]))
+        pairs = []
+        for i in range(max(1, args.repeat)):
+            if i % 2:
+                r = raw_loop()
+                w = warm()
+            else:
+                w = warm()
+                r = raw_loop()
+            pairs.append((*w, *r))
+        timing = np.array(pairs) / args.passes                # per pass: warm wall, warm cpu, raw wall, raw cpu
+        ratios = timing[:, 0] / timing[:, 2]
+        t_warm = float(np.median(timing[:, 0]))
+        t_raw = float(np.median(timing[:, 2]))
+        ratio = float(np.median(ratios))
+        q25, q75 = (float(v) for v in np.percentile(ratios, [25, 75]))
+        boot = np.random.default_rng(0).choice(ratios, (2000, len(ratios)))
+        ci_low, ci_high = (float(v) for v in np.percentile(np.median(boot, axis=1), [2.5, 97.5]))
+        best = float(timing[:, 0].min() / timing[:, 2].min())
+        cpu_ratio = float(np.median(timing[:, 1] / np.maximum(timing[:, 3], 1e-9)))
+    load_after = os.getloadavg()
 
     n = len(x)
     same = bool(np.array_equal(scores.argmax(1), per_sample.argmax(1)))
@@ -129,8 +156,14 @@ def main() -> int:
     for label, t in (("per-sample loop", t_per_sample), ("workbench cold (load+twin+verify)", t_cold),
                      ("workbench warm", t_warm), ("raw batched invoke()", t_raw)):
         print(f"  {label:<36}{t:8.3f} s  {n / t:10.0f} samples/s")
-    print(f"  warm/raw per pair: {', '.join(f'{w / r:.2f}' for w, r in pairs)}")
-    print(f"speedup_vs_per_sample={t_per_sample / t_cold:.2f} overhead_vs_raw={ratio:.2f}")
+    print(f"  warm/raw per pair: {', '.join(f'{v:.2f}' for v in ratios)}")
+    print(f"  {len(ratios)} pairs x {args.passes} passes: median {ratio:.3f}, IQR {q25:.2f}-{q75:.2f}, bootstrap 95% "
+          f"interval of the median {ci_low:.3f}-{ci_high:.3f}; fastest warm / fastest raw {best:.3f}; "
+          f"CPU time warm/raw {cpu_ratio:.3f}")
+    load = f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after, {os.cpu_count()} cores"
+    print(f"  {load}")
+    print(f"speedup_vs_per_sample={t_per_sample / t_cold:.2f} overhead_vs_raw={ratio:.2f} "
+          f"(95% {ci_low:.2f}-{ci_high:.2f}, best {best:.2f}, cpu {cpu_ratio:.2f}; {load})")
     return 0 if same else 1
 
 
