@@ -153,7 +153,7 @@ class InputContract(Result):
                 raise err(f"`range` must be [low, high] with finite low < high. Got {self.range!r} instead{where}.")
         if (self.mean is None) != (self.std is None):
             raise err(f"`mean` and `std` go together; got only {'mean' if self.std is None else 'std'}{where}.")
-        if self.mean is not None:
+        if self.mean is not None and self.std is not None:    # both or neither (checked above)
             _check_per_channel("mean", self.mean, channels, where)
             _check_per_channel("std", self.std, channels, where)
             if any(v <= 0 for v in self.std):
@@ -268,6 +268,7 @@ class InputContract(Result):
         return x[..., ::-1] if self.color == "bgr" else x
 
     def _resize(self, x: np.ndarray, where: str) -> np.ndarray:
+        assert self.size is not None    # apply() resizes only to a size the contract gives
         h, w = self.size
         if self.resize == "none" or "resize" in self.inferred:
             raise ContractError(ContractIssue(
@@ -406,8 +407,8 @@ def resize_images(x: np.ndarray, size: tuple[int, int], policy: str = "stretch")
         top, left = (h - rh) // 2, (w - rw) // 2
     for i in range(n):
         for k in range(c):
-            plane = Image.fromarray(np.ascontiguousarray(x[i, :, :, k]), mode="F")
-            plane = np.asarray(plane.resize((rw, rh), Image.Resampling.BILINEAR), np.float32)
+            img = Image.fromarray(np.ascontiguousarray(x[i, :, :, k]), mode="F")
+            plane = np.asarray(img.resize((rw, rh), Image.Resampling.BILINEAR), np.float32)
             if policy == "center-crop":
                 out[i, :, :, k] = plane[-top:-top + h, -left:-left + w]
             else:
