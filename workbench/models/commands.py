@@ -1,11 +1,11 @@
-"""`workbench model reference`, `workbench model convert`."""
+"""`workbench model reference|tradeoff|keypoints` (the built-in models), `workbench model convert`."""
 
 from __future__ import annotations
 
 
 def register(sub) -> None:
     from .._cli import add_json_flag
-    model = sub.add_parser("model", help="the built-in reference model")
+    model = sub.add_parser("model", help="the built-in models (reference, trade-off, keypoints) and ONNX conversion")
     model_sub = model.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     ref = model_sub.add_parser("reference", help="the reference CNN (shipped weights, or --retrain); print its "
                                                  "exports and FP32 accuracy per condition")
@@ -17,6 +17,25 @@ def register(sub) -> None:
                           "retrained accuracy is from the shipped one per condition")
     add_json_flag(ref)
     ref.set_defaults(func=_reference)
+    trade = model_sub.add_parser("tradeoff", help="the trade-off demo model of `workbench sweep` (shipped weights, or "
+                                                  "--retrain); print its exports and FP32 accuracy per condition")
+    trade.add_argument("--data", default="digits-conditions", help="dataset to train on (default: digits-conditions)")
+    trade.add_argument("--seed", type=int, default=0)
+    trade.add_argument("--no-cache", action="store_true", help="rebuild the exports even when they are cached")
+    trade.add_argument("--retrain", action="store_true",
+                       help="train from the recipe instead of using the shipped weights, and print how far the "
+                            "retrained accuracy is from the shipped one per condition")
+    add_json_flag(trade)
+    trade.set_defaults(func=_tradeoff)
+    kp = model_sub.add_parser("keypoints", help="the keypoint regression model on digits-keypoints (shipped weights, "
+                                                "or --retrain); print its exports and FP32 PCK per condition")
+    kp.add_argument("--seed", type=int, default=0, help="seed of the dataset and the training (default: 0)")
+    kp.add_argument("--no-cache", action="store_true", help="rebuild the exports even when they are cached")
+    kp.add_argument("--retrain", action="store_true",
+                    help="train from the recipe instead of using the shipped weights, and print how far the "
+                         "retrained PCK is from the shipped one per condition")
+    add_json_flag(kp)
+    kp.set_defaults(func=_keypoints)
     conv = model_sub.add_parser("convert", help="convert an FP32 .onnx to a SavedModel and FP32 .tflite with onnx2tf "
                                                 "(its pinned tool env), NCHW->NHWC recorded, checked against ONNX "
                                                 "Runtime; quantize does this itself, this shows it")
@@ -55,19 +74,44 @@ def _convert(args) -> int:
 
 
 def _reference(args) -> int:
-    from .._cli import emit
     from .reference import reference_model
     ref = reference_model(dataset=args.data, seed=args.seed, cache=not args.no_cache, retrain=args.retrain)
+    return _emit_builtin(ref, args)
+
+
+def _tradeoff(args) -> int:
+    from .tradeoff import tradeoff_model
+    model = tradeoff_model(dataset=args.data, seed=args.seed, cache=not args.no_cache, retrain=args.retrain)
+    return _emit_builtin(model, args)
+
+
+def _keypoints(args) -> int:
+    from .keypoints import keypoint_model
+    model = keypoint_model(seed=args.seed, cache=not args.no_cache, retrain=args.retrain)
+    return _emit_builtin(model, args, values=model.pck, shipped=model.shipped_pck, label="FP32 PCK",
+                         kinds=("keras", "saved_model", "tflite"))
+
+
+EXPORTS = ("keras", "saved_model", "tflite", "onnx")
+
+
+def _emit_builtin(ref, args, *, values: dict[str, float] | None = None, shipped: dict[str, float] | None = None,
+                  label: str = "FP32 top-1", kinds: tuple[str, ...] = EXPORTS) -> int:
+    """Exports, then the metric per condition (with the shipped value and the difference after a retrain)."""
+    from .._cli import emit
+    values = ref.accuracy if values is None else values
+    shipped = (ref.shipped_accuracy if shipped is None else shipped) if ref.origin == "retrained" else None
     lines = [ref.summary(), ""]
-    for kind in ("keras", "saved_model", "tflite", "onnx"):
+    for kind in kinds:
         lines.append(f"{kind:<12} {getattr(ref, kind)}")
-    lines += ["", f"{'condition':<14}{'FP32 top-1':>12}"]
-    shipped = ref.shipped_accuracy if ref.origin == "retrained" else None
+    if ref.weights_sha256:
+        lines.append(f"{'weights':<12} sha256 {ref.weights_sha256}")
+    lines += ["", f"{'condition':<14}{label:>12}"]
     if shipped:
         lines[-1] += f"{'shipped':>12}{'difference':>12}"
         lines += [f"{c:<14}{a:>12.2%}{shipped.get(c, float('nan')):>12.2%}"
-                  f"{100 * (a - shipped.get(c, float('nan'))):>+10.1f} pp" for c, a in ref.accuracy.items()]
+                  f"{100 * (a - shipped.get(c, float('nan'))):>+10.1f} pp" for c, a in values.items()]
     else:
-        lines += [f"{c:<14}{a:>12.2%}" for c, a in ref.accuracy.items()]
+        lines += [f"{c:<14}{a:>12.2%}" for c, a in values.items()]
     emit(ref, as_json=args.json, text="\n".join(lines))
     return 0

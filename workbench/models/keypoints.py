@@ -1,4 +1,4 @@
-"""The built-in keypoint model: a non-classification example trained in seconds.
+"""The built-in keypoint model: a non-classification example (a regression head on the reference trunk).
 
 On the built-in ``digits-keypoints`` dataset (the digits of ``digits-conditions``
 labelled with three keypoints: the ink's centroid and the corners of its bounding
@@ -8,12 +8,14 @@ with a batch of 1 as ``.keras``, SavedModel and FP32 ``.tflite``, each with its 
 card (``task: keypoints``, one ``keypoints`` output) beside it, and cached under a
 content key like the reference model.  Its task metric is PCK
 (:func:`workbench.evaluate.metrics.pck`).
+
+Like the reference model its weights are shipped (``weights/keypoints.npz`` with its sha256,
+recipe and the PCK measured when it was trained, in ``weights/keypoints.json``) and used by
+default; ``retrain=True`` trains again and reports the distance from the shipped PCK.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import time
 from dataclasses import dataclass
@@ -40,6 +42,8 @@ EPOCHS = 40
 HEAD = "dense"
 BATCH_SIZE = 32
 DATASET = "digits-keypoints"
+NAME = "keypoints"
+SHIPPED_DIR = Path(__file__).resolve().parent / "weights"
 CARD = {"layout": "NHWC", "color": "grayscale", "size": [32, 32], "resize": "stretch", "range": [0.0, 1.0],
         "task": "keypoints",
         "outputs": [{"name": "keypoints", "kind": "keypoints",
@@ -60,10 +64,22 @@ class KeypointModel(Result):
     epochs: int
     train_seconds: float
     cache_hit: bool = False
+    origin: str = "trained"                 # shipped | retrained | trained (another seed or epoch count)
+    weights_sha256: str | None = None
+    shipped_pck: dict[str, float] | None = None
 
     def summary(self) -> str:
         values = ", ".join(f"{c} {v:.1%}" for c, v in self.pck.items())
-        return f"keypoint CNN ({'cached' if self.cache_hit else 'trained'}): FP32 PCK@0.05 {values}"
+        how = {"shipped": "shipped weights", "retrained": "retrained"}.get(self.origin, "trained")
+        text = f"keypoint CNN ({how}{', cached' if self.cache_hit else ''}): FP32 PCK@0.05 {values}"
+        if self.origin == "retrained" and self.shipped_pck:
+            text += f"; vs shipped: {self.distance_from_shipped()}"
+        return text
+
+    def distance_from_shipped(self) -> str:
+        """Per condition, retrained minus shipped PCK in percentage points."""
+        from .training import distance
+        return distance(self.pck, self.shipped_pck)
 
     def _repr_html_(self) -> str:
         from .. import display
@@ -78,29 +94,24 @@ def _augment(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.clip(x * gain + noise, 0.0, 1.0)
 
 
+def _build(dataset, n_outputs: int):
+    """``build(batch_size)`` for :func:`workbench.models.training.train`: the reference trunk, ``HEAD``."""
+    from .reference import build_model
+    return lambda batch_size: build_model(dataset.input_shape, n_outputs, batch_size=batch_size, head=HEAD)
+
+
 def train(dataset, *, seed: int = 0, epochs: int = EPOCHS):
     """Train on the daylight training split; returns a batch-1 Keras model with 6 outputs."""
-    import keras
-
-    from .reference import build_model
-    keras.utils.set_random_seed(seed)
+    from . import training
     train_set = dataset.select(split="train", condition="daylight")
     x, y = np.asarray(train_set.x), np.asarray(train_set.y, np.float32).reshape(len(train_set), -1)
-    model = build_model(dataset.input_shape, y.shape[1], head=HEAD)
-    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="mse")
-    rng = np.random.default_rng(seed)
-    for epoch in range(epochs):
-        model.optimizer.learning_rate.assign(3e-3 * 0.5 * (1 + np.cos(np.pi * epoch / epochs)))
-        model.fit(_augment(x, rng), y, batch_size=BATCH_SIZE, epochs=1, shuffle=True, verbose=0)
-    deploy = build_model(dataset.input_shape, y.shape[1], batch_size=1, head=HEAD)
-    deploy.set_weights(model.get_weights())
-    return deploy
+    return training.train(build=_build(dataset, y.shape[1]), x=x, y=y, loss="mse", augment=_augment, seed=seed,
+                          epochs=epochs, batch_size=BATCH_SIZE)
 
 
 def pck_by_condition(model, dataset, split: str = "test") -> dict[str, float]:
     from ..evaluate.metrics import pck
-    from .reference import build_model
-    free = build_model(dataset.input_shape, int(np.prod(dataset.y.shape[1:])), head=HEAD)
+    free = _build(dataset, int(np.prod(dataset.y.shape[1:])))(None)
     free.set_weights(model.get_weights())
     out = {}
     for cond in dataset.select(split=split).conditions:
@@ -115,13 +126,12 @@ def export(model, folder: Path) -> dict[str, Path]:
     import tensorflow as tf
 
     from .contract import CARD_SUFFIX, contract_from_mapping, write_card
+    from .reference import export_saved_model
     folder.mkdir(parents=True, exist_ok=True)
     paths = {"keras": folder / "model.keras", "saved_model": folder / "saved_model",
              "tflite": folder / "model_fp32.tflite"}
     model.save(paths["keras"])
-    with contextlib.redirect_stdout(io.StringIO()):
-        spec = tf.TensorSpec((1, *model.inputs[0].shape[1:]), tf.float32, name="image")
-        model.export(str(paths["saved_model"]), format="tf_saved_model", input_signature=[spec])
+    export_saved_model(model, paths["saved_model"])
     converter = tf.lite.TFLiteConverter.from_saved_model(str(paths["saved_model"]))
     paths["tflite"].write_bytes(converter.convert())
     contract = contract_from_mapping(CARD, source="built-in keypoint card")
@@ -131,32 +141,79 @@ def export(model, folder: Path) -> dict[str, Path]:
     return paths
 
 
+def shipped_weights(*, strict: bool = True) -> dict | None:
+    """The record of the shipped weights (``weights/keypoints.json``), checked against the ``.npz``."""
+    from .training import shipped_record
+    return shipped_record(NAME, directory=SHIPPED_DIR, strict=strict)
+
+
+def load_shipped(dataset):
+    """The keypoint architecture (batch 1) with the shipped weights."""
+    from .training import load_shipped as load
+    n_outputs = int(np.prod(dataset.y.shape[1:]))
+    return load(NAME, _build(dataset, n_outputs)(1), directory=SHIPPED_DIR)
+
+
 def keypoint_model(*, seed: int = 0, epochs: int = EPOCHS, cache: bool = True,
-                   cache_root: str | os.PathLike | None = None) -> KeypointModel:
-    """Train (or load from the cache) the keypoint model on ``digits-keypoints``."""
+                   cache_root: str | os.PathLike | None = None, retrain: bool = False) -> KeypointModel:
+    """The keypoint model on ``digits-keypoints``: the shipped weights, or trained.
+
+    With the shipped recipe (seed 0, ``EPOCHS``) the weights shipped with the package are used;
+    ``retrain=True`` or another seed or epoch count trains (about 2 minutes for ``EPOCHS`` on 2 cores).
+    """
     from ..data.loaders import load_dataset
+    from .training import plan_weights, weights_sha256
     data = load_dataset(DATASET, seed=seed)
-    key = stable_hash({"dataset": data.hash, "code": sha256_file(__file__), "seed": seed, "epochs": epochs,
-                       "card": CARD})[:16]
+    plan = plan_weights(NAME, directory=SHIPPED_DIR, dataset_name=data.name, shipped_dataset=DATASET, seed=seed,
+                        epochs=epochs, retrain=retrain, metric="pck")
+    key = stable_hash({"dataset": data.hash, "code": sha256_file(__file__), **plan.source, "card": CARD})[:16]
     folder = (Path(cache_root) if cache_root else cache_dir("keypoints")) / key
+    extra = {"origin": plan.origin, "shipped_pck": plan.shipped_metric}
     record = folder / "keypoints.json"
     if cache and record.is_file():
         damage = check_folder_seal(folder)      # every export as written, or the entry is redone
         if damage is None:
-            return KeypointModel.from_dict({**read_json(record), **_paths(folder), "cache_hit": True})
+            return KeypointModel.from_dict({**read_json(record), **_paths(folder), **extra, "cache_hit": True})
         damaged_cache_entry(folder, damage)
     start = time.perf_counter()
-    model = train(data, seed=seed, epochs=epochs)
+    model = load_shipped(data) if plan.use_shipped else train(data, seed=seed, epochs=epochs)
     seconds = time.perf_counter() - start
     with atomic_path(folder, replace_folder=True) as tmp:
         export(model, tmp)
         info = {"pck": pck_by_condition(model, data), "key": key, "dataset_hash": data.hash, "seed": seed,
-                "epochs": epochs, "train_seconds": round(seconds, 2)}
+                "epochs": epochs, "train_seconds": round(seconds, 2), "weights_sha256": weights_sha256(model)}
         atomic_write_json(tmp / "keypoints.json", info)
         seal_folder(tmp)
-    return KeypointModel.from_dict({**info, **_paths(folder), "cache_hit": False})
+    return KeypointModel.from_dict({**info, **_paths(folder), **extra, "cache_hit": False})
+
+
+def ship(*, seed: int = 0, epochs: int = EPOCHS) -> dict:
+    """Train with the recipe and write ``weights/keypoints.npz`` + ``.json`` (maintainers only).
+
+    Run ``python -m workbench.models.keypoints --ship`` and commit both files.
+    """
+    from ..data.loaders import load_dataset
+    from .training import recipe, write_shipped
+    data = load_dataset(DATASET, seed=seed)
+    start = time.perf_counter()
+    model = train(data, seed=seed, epochs=epochs)
+    seconds = time.perf_counter() - start
+    info = {"dataset": data.name,
+            "training": recipe(augment="gain 0.45-1.1, Gaussian noise sigma 0.03", loss="mean squared error",
+                               batch_size=BATCH_SIZE),
+            "head": HEAD, "seed": seed, "epochs": epochs, "train_seconds": round(seconds, 1),
+            "pck": pck_by_condition(model, data)}
+    return write_shipped(NAME, model, info, directory=SHIPPED_DIR)
 
 
 def _paths(folder: Path) -> dict[str, str]:
     return {"keras": str(folder / "model.keras"), "saved_model": str(folder / "saved_model"),
             "tflite": str(folder / "model_fp32.tflite")}
+
+
+if __name__ == "__main__":  # pragma: no cover - maintainers: python -m workbench.models.keypoints --ship
+    import json
+    import sys
+    if sys.argv[1:] != ["--ship"]:
+        sys.exit("usage: python -m workbench.models.keypoints --ship")
+    print(json.dumps(ship(), indent=2))
