@@ -98,6 +98,7 @@ class Predictor:
         self.n_outputs = 1
         self.output_names: tuple[str, ...] = ()
         self._batched_ready: bool | None = None   # None: not tried yet
+        self._lut: tuple[tuple[int, Any], np.ndarray, list[int]] | None = None   # see _from_pixels
 
     # -- what backends provide -------------------------------------------------------------
     def _run_one(self, x1: np.ndarray) -> list[np.ndarray]:     # (1, ...) -> [(1, V0), (1, V1), ...]
@@ -151,7 +152,7 @@ class Predictor:
         n, h, w, ch = pixels.shape
         if (c.size is not None and (h, w) != tuple(c.size)) or ch not in (1, 3) or (ch == 3 and c.channels == 1):
             return None
-        if getattr(self, "_lut", None) is None or self._lut[0] != (ch, c):
+        if self._lut is None or self._lut[0] != (ch, c):
             ramp = np.repeat(np.arange(256, dtype=np.uint8).reshape(1, 1, 256, 1), ch, axis=3)
             import dataclasses
             per_value = dataclasses.replace(c, size=None).apply(ramp)                    # no resize of the ramp
@@ -262,7 +263,7 @@ class TFLitePredictor(Predictor):
         self._out_qs = [self._quant(o) for o in outputs]
         self.n_outputs = len(outputs)
         self.output_names = tuple(o["name"] for o in outputs)
-        self._batch_interp = None
+        self._batch_interp: Any = None   # a LiteRT interpreter with a free batch, opened on first need
         self._batch_rows = 0
 
     def _quant(self, detail: dict) -> tuple[float, int] | None:
@@ -302,7 +303,7 @@ class TFLitePredictor(Predictor):
         return self._finish(self._one, 1)
 
     def _open_batched(self) -> bool:
-        content = self._content
+        content: bytes | None = self._content
         if int(self._in["shape_signature"][0]) != -1:
             content = batch_free_tflite(self._content)
             if content is None:
@@ -412,7 +413,7 @@ class OnnxPredictor(Predictor):
         self._dims = dims
         self._nchw = False
         self.input_shape = tuple(dims[1:])
-        self._batch_session = None
+        self._batch_session: Any = None   # an onnxruntime session with a free batch, opened on first need
 
     def adapt_layout(self, data_shape: tuple[int, ...]) -> None:
         """Feed NCHW if the model takes channels first and the data (NHWC) fits only that way."""
@@ -515,7 +516,7 @@ class KerasPredictor(Predictor):
         self.n_outputs = len(self._model.outputs)
         self.output_names = tuple(getattr(o, "name", f"output_{i}") for i, o in enumerate(self._model.outputs))
         self.input_shape = tuple(None if d is None else int(d) for d in shape[1:])
-        self._free = None
+        self._free: Any = None   # the Keras model with a free batch, made on first need
 
     @staticmethod
     def _outputs(y: Any, n: int) -> list[np.ndarray]:
@@ -582,13 +583,13 @@ class SavedModelPredictor(Predictor):
         out = self._fn(**{self._in_name: tf.constant(x)})
         return [np.asarray(out[k], np.float32).reshape(len(x), -1) for k in self._out_keys]
 
-    def _run_one(self, x1: np.ndarray) -> np.ndarray:
+    def _run_one(self, x1: np.ndarray) -> list[np.ndarray]:
         return self._call(x1)
 
     def _open_batched(self) -> bool:
         return self._batch_dim is None
 
-    def _run_batch(self, xb: np.ndarray) -> np.ndarray:
+    def _run_batch(self, xb: np.ndarray) -> list[np.ndarray]:
         return self._call(xb)
 
 
