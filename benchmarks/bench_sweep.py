@@ -14,7 +14,8 @@ cache folder, so "cold" computes every quantization, evaluation and placement.
 4. Dask(2) vs Dask(1): the same with two workers.
 
 The last line prints the three ratios and their goals (warm/cold < 0.10, dask1/serial <= 1.2,
-dask1/dask2 >= 1.6).  The machine's load matters: note it beside the numbers.
+dask1/dask2 >= 1.6) and the 1-minute load average at the start and end of each phase (the machine's
+load matters: on a shared 2-core machine two workers only scale when the cores are free).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 SERIAL = """
 import sys, time, warnings
@@ -60,30 +62,32 @@ def main() -> None:
     os.environ["NPU_WORKBENCH_CACHE"] = str(tmp / "cache")        # workers inherit it
     print(f"{spec.n_cells} cells; cache {tmp / 'cache'}; {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
 
-    t = time.perf_counter()
-    cold = sweep(model, spec=spec, progress=False)
-    cold_s = time.perf_counter() - t
-    print(f"cold  {cold_s:8.1f} s  ({len(cold.failed)} failed, {cold.cache_hits} hits, {cold.scheduler})")
-    t = time.perf_counter()
-    warm = sweep(model, spec=spec, progress=False)
-    warm_s = time.perf_counter() - t
-    print(f"warm  {warm_s:8.1f} s  ({warm.cache_hits}/{len(warm.cells)} cache hits)")
+    loads = []
 
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", SERIAL, model, ",".join(targets), ",".join(recipes),
-                    ",".join(map(str, sizes))], check=True, env=os.environ.copy())
-    serial_s = time.perf_counter() - t
-    print(f"serial loop (fresh process, cell cache off)  {serial_s:8.1f} s")
-    t = time.perf_counter()
-    sweep(model, spec=spec, workers=1, cache=False, progress=False)
-    dask1_s = time.perf_counter() - t
-    print(f"Dask LocalCluster, 1 worker (cell cache off) {dask1_s:8.1f} s")
-    t = time.perf_counter()
-    sweep(model, spec=spec, workers=2, cache=False, progress=False)
-    dask2_s = time.perf_counter() - t
-    print(f"Dask LocalCluster, 2 workers (cell cache off) {dask2_s:8.1f} s")
+    def phase(name: str, run: Any) -> tuple[float, Any]:
+        load0 = os.getloadavg()[0]
+        t = time.perf_counter()
+        out = run()
+        seconds = time.perf_counter() - t
+        load1 = os.getloadavg()[0]
+        loads.append((load0, load1))
+        print(f"{name:<48} {seconds:8.1f} s  load {load0:.1f} -> {load1:.1f}", flush=True)
+        return seconds, out
+
+    cold_s, cold = phase("cold (LocalCluster, cores workers)", lambda: sweep(model, spec=spec, progress=False))
+    print(f"  {len(cold.failed)} failed, {cold.cache_hits} hits, {cold.scheduler}")
+    warm_s, warm = phase("warm (every cell cached)", lambda: sweep(model, spec=spec, progress=False))
+    print(f"  {warm.cache_hits}/{len(warm.cells)} cache hits, {warm.scheduler}")
+    serial_s, _ = phase("serial loop (fresh process, cell cache off)", lambda: subprocess.run(
+        [sys.executable, "-c", SERIAL, model, ",".join(targets), ",".join(recipes), ",".join(map(str, sizes))],
+        check=True, env=os.environ.copy()))
+    dask1_s, _ = phase("Dask LocalCluster, 1 worker (cell cache off)",
+                       lambda: sweep(model, spec=spec, workers=1, cache=False, progress=False))
+    dask2_s, _ = phase("Dask LocalCluster, 2 workers (cell cache off)",
+                       lambda: sweep(model, spec=spec, workers=2, cache=False, progress=False))
     print(f"warm/cold {warm_s / cold_s:.3f} (goal < 0.10); dask1/serial {dask1_s / serial_s:.2f} (goal <= 1.2); "
-          f"dask1/dask2 {dask1_s / dask2_s:.2f} (goal >= 1.6)")
+          f"dask1/dask2 {dask1_s / dask2_s:.2f} (goal >= 1.6); load avg {min(min(pair) for pair in loads):.1f}.."
+          f"{max(max(pair) for pair in loads):.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,10 @@ def register(sub: Any) -> None:
     p.add_argument("--verbose", action="store_true",
                    help="let TensorFlow, Jupyter and nbconvert print to the terminal; by default what they print "
                         "goes to runs/<run id>/batch.log")
+    p.add_argument("--sweep", action="store_true",
+                   help="also run notebooks/60_sweep once across the targets (the batch's model, data, seed and "
+                        "gate; axes with -p recipes=... -p strategies=... -p sizes=64,256 -p exclusions=...): report, "
+                        "pareto.png and sweep.json in DIR/sweep/, linked from index.html, reused when unchanged")
     p.add_argument("--rerun", action="store_true",
                    help="execute every notebook again; by default a notebook whose inputs did not change since "
                         "the last batch into the same --out and --run-id is reused with its reports")
@@ -143,6 +147,10 @@ def _batch(args: argparse.Namespace) -> int:
     from .._cli import emit
     from .pipeline import run_batch
     params, per_target = parse_params(args.param)
+    for axis in ("recipes", "strategies", "sizes", "exclusions"):     # the sweep's axes are comma-separated text
+        if isinstance(params.get(axis), (tuple, list, int)):
+            value = params[axis]
+            params[axis] = ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
     if args.input_spec:
         import os
         params["input_spec"] = os.path.abspath(args.input_spec)   # notebooks run in their run folder
@@ -159,7 +167,7 @@ def _batch(args: argparse.Namespace) -> int:
         timing_runs=args.timing_runs, timing_warmup=args.timing_warmup, stages=args.stages,
         replay=args.replay, record=args.record,
         parameters=params, target_parameters=per_target, kernel=args.kernel, timeout=args.timeout,
-        progress=not args.no_progress, reuse=not args.rerun, quiet=not args.verbose)
+        progress=not args.no_progress, reuse=not args.rerun, quiet=not args.verbose, sweep=args.sweep)
     if args.json:
         emit(result, as_json=True)
     else:
@@ -167,6 +175,8 @@ def _batch(args: argparse.Namespace) -> int:
         for target_run in result.targets:
             lines.append(f"  {target_run.summary()}")
         lines += _accuracy_table(Path(result.out_dir) / result.summary_json)
+        if result.sweep is not None:
+            lines.append(f"  sweep: {result.sweep.summary()}")
         if result.gate is not None:
             lines += [f"  gate: {v.reason}" for v in result.gate.violations]
             lines += [f"  gate note: {n}" for n in result.gate.notes]

@@ -70,6 +70,7 @@ class CellResult(Result):
     npu_share: float | None = None
     cpu_ops: tuple[str, ...] = ()          # "#6 RESIZE_BILINEAR"
     cpu_islands: int = 0
+    float_npu_ops: tuple[str, ...] = ()    # float (non-integer) ops the target still places on its NPU
     placement_label: str = ""
     latency_ms: float | None = None
     latency_kind: str = ""
@@ -237,6 +238,8 @@ def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any, model_s
         npu_ops=placement.npu_ops, total_ops=len(placement.ops), npu_share=placement.npu_share,
         cpu_ops=tuple(f"#{o.index} {o.type}" for o in placement.ops if o.placement == "CPU"),
         cpu_islands=placement.n_cpu_islands, placement_label=placement.label, latency_ms=latency,
+        float_npu_ops=tuple(f"#{o.index} {o.type}" for o in placement.ops
+                            if o.index in set(placement.non_integer_ops) and o.placement != "CPU"),
         latency_kind=kind, latency_label=label, host_cpu_ms=host_ms, model_sha256=qm.sha256, model_path=qm.path,
         calibration_hash=qm.calibration_hash, recipe_summary=qm.recipe.summary())
 

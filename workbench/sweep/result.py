@@ -3,10 +3,16 @@
 The recommendation rule, stated once (:func:`recommend`): among a target's cells that
 ran and pass the gate, take the one with the lowest latency; latencies within 5% of
 each other count as equal and the smaller worst-condition drop wins, then the higher
-NPU op share.  Latencies of one target share one kind (Vela estimate on imx93, host CPU
-elsewhere unless a board timed it), so they are compared only within a target.  When
-the chosen cell keeps ops in float and that adds CPU islands over the same cell
-without exclusions, the recommendation states the islands and their latency cost.
+NPU op share, then fewer CPU islands, then fewer ops kept in float.  Latencies of one
+target share one kind (Vela estimate on imx93, host CPU elsewhere unless a board timed
+it), so they are compared only within a target.
+
+A recommendation never adds a CPU island without stating its latency cost
+(:func:`island_cost`): when the chosen cell keeps ops in float, it is compared with the
+same cell without exclusions (ops moved to the CPU, islands added, float ops left on the
+NPU, the latency difference); when it has more CPU islands than another cell of its
+target that ran (another recipe, say), it is compared with the fastest such cell.  A
+Vela estimate leaves the CPU ops out, so the host-CPU difference is stated beside it.
 """
 
 from __future__ import annotations
@@ -102,7 +108,8 @@ class SweepResult(Result):
         out = [self.summary().split(";")[0], "", line(self.HEADERS)]
         out += [line(r) for r in rows]
         out += ["", "* recommended. Recommendation per target (rule: lowest latency among cells passing the gate; "
-                "latencies within 5% tie, then smaller worst drop, then higher NPU share):"]
+                "latencies within 5% tie, then smaller worst drop, then higher NPU share, fewer CPU islands, "
+                "fewer float ops):"]
         out += [f"  {r.summary()}" for r in self.recommendations]
         for c in self.failed:
             out.append(f"  failed: {c.cell.label}: {c.error.splitlines()[0] if c.error else ''}")
@@ -223,38 +230,70 @@ def recommend(target: str, cells: list[CellResult], gate: dict[str, Any]) -> Rec
         return Recommendation(target=target, cell=best, passed_gate=False, violations=viol,
                               reason=f"no cell passes the gate; closest {_describe(best)}; fails: {'; '.join(viol)}",
                               island_cost=island_cost(best, ran))
-    best = min(near, key=lambda c: (c.worst_drop_pp, -share(c), lat(c)))
+    best = min(near, key=lambda c: (c.worst_drop_pp, -share(c), c.cpu_islands, len(c.cell.exclude), lat(c)))
     return Recommendation(target=target, cell=best, passed_gate=True, reason=f"{_describe(best)} (passes the gate)",
                           island_cost=island_cost(best, ran))
 
 
 def _describe(c: CellResult) -> str:
     lat = "-" if c.latency_ms is None else f"{c.latency_ms:.3f} ms {c.latency_kind}"
-    excl = "" if not c.cell.exclude else f", float: {','.join(c.cell.exclude)}"
+    excl = "" if not c.cell.exclude else f", float: {short_names(c.cell.exclude)}"
     return (f"{c.cell.recipe}, {c.cell.strategy} calibration of {c.cell.size}{excl}: worst drop "
             f"{c.worst_drop_pp:+.2f} pp ({c.worst_condition}), NPU {c.npu_ops}/{c.total_ops}, "
             f"{c.cpu_islands} CPU island(s), {lat}")
 
 
-def island_cost(c: CellResult, cells: list[CellResult]) -> str:
-    """The CPU islands a cell's exclusions add over the same cell without exclusions, with their latency cost."""
-    if not c.cell.exclude:
-        return ""
-    base = next((b for b in cells if b.ok and not b.cell.exclude and b.cell.target == c.cell.target
-                 and b.cell.recipe == c.cell.recipe and b.cell.strategy == c.cell.strategy
-                 and b.cell.size == c.cell.size), None)
-    if base is None:
-        return (f"Keeps {', '.join(c.cell.exclude)} in float ({c.cpu_islands} CPU island(s)); latency cost "
-                "unknown: the same cell without exclusions did not run.")
-    added = c.cpu_islands - base.cpu_islands
-    moved = len(c.cpu_ops) - len(base.cpu_ops)
+def short_names(names: tuple[str, ...] | list[str]) -> str:
+    """Tensor names as a reader knows them: the first of a fused name, without the model's own scope."""
+    out = []
+    for name in names:
+        first = name.split(";")[0]
+        parts = first.split("/")
+        out.append("/".join(parts[1:]) if len(parts) > 2 else first)
+    return ", ".join(out)
+
+
+def _latency_delta(c: CellResult, other: CellResult) -> str:
     costs = []
-    if c.latency_ms is not None and base.latency_ms is not None:
-        costs.append(f"{c.latency_ms - base.latency_ms:+.3f} ms {c.latency_kind}")
-    if c.host_cpu_ms is not None and base.host_cpu_ms is not None and c.latency_kind != "host-cpu":
-        costs.append(f"{c.host_cpu_ms - base.host_cpu_ms:+.3f} ms host CPU")
-    cost = ", ".join(costs) or "not measured"
+    if c.latency_ms is not None and other.latency_ms is not None:
+        costs.append(f"{c.latency_ms - other.latency_ms:+.3f} ms {c.latency_kind}")
+    if c.host_cpu_ms is not None and other.host_cpu_ms is not None and c.latency_kind != "host-cpu":
+        costs.append(f"{c.host_cpu_ms - other.host_cpu_ms:+.3f} ms host CPU")
     note = (" (a Vela estimate covers the NPU part only: the CPU ops' time is not in it)"
-            if c.latency_kind == "vela" and moved > 0 else "")
-    return (f"Keeping {', '.join(c.cell.exclude)} in float moves {moved:+d} op(s) to the CPU and adds {added:+d} "
-            f"CPU island(s) over the same cell without exclusions; latency cost {cost}{note}.")
+            if c.latency_kind == "vela" and c.cpu_ops else "")
+    return (", ".join(costs) or "not measured") + note
+
+
+def island_cost(c: CellResult, cells: list[CellResult]) -> str:
+    """What the cell's float ops and CPU islands cost against the cells it is chosen over (see the module doc).
+
+    Empty only when the cell keeps nothing in float and no other cell of its target that ran has fewer
+    CPU islands.
+    """
+    out = []
+    same_target = [b for b in cells if b.ok and b.cell.target == c.cell.target and b is not c]
+    if c.cell.exclude:
+        base = next((b for b in same_target if not b.cell.exclude and b.cell.recipe == c.cell.recipe
+                     and b.cell.strategy == c.cell.strategy and b.cell.size == c.cell.size), None)
+        kept = short_names(c.cell.exclude)
+        if base is None:
+            out.append(f"Keeps {kept} in float ({c.cpu_islands} CPU island(s)); latency cost unknown: the same "
+                       "cell without exclusions did not run.")
+        else:
+            added = c.cpu_islands - base.cpu_islands
+            moved = len(c.cpu_ops) - len(base.cpu_ops)
+            on_npu = len(c.float_npu_ops) - len(base.float_npu_ops)
+            float_note = (f"; {on_npu} float op(s) stay on the NPU ({', '.join(c.float_npu_ops)}): the target "
+                          "accepts them, but no latency here shows an NPU's float speed" if on_npu > 0 else "")
+            out.append(f"Keeping {kept} in float moves {moved:+d} op(s) to the CPU and adds {added:+d} CPU "
+                       f"island(s) over the same cell without exclusions{float_note}; latency cost "
+                       f"{_latency_delta(c, base)}.")
+    fewer = [b for b in same_target if b.cpu_islands < c.cpu_islands]
+    if fewer:
+        lat = lambda b: b.latency_ms if b.latency_ms is not None else math.inf  # noqa: E731
+        other = min(fewer, key=lambda b: (b.cpu_islands, len(b.cell.exclude), lat(b), b.worst_drop_pp))
+        what = f"{other.cell.recipe}, {other.cell.strategy}/{other.cell.size}" + (
+            f", float: {short_names(other.cell.exclude)}" if other.cell.exclude else "")
+        out.append(f"It has {c.cpu_islands - other.cpu_islands} more CPU island(s) than {what} ({other.cpu_islands}"
+                   f", worst drop {other.worst_drop_pp:+.2f} pp); latency difference {_latency_delta(c, other)}.")
+    return " ".join(out)
