@@ -3,6 +3,7 @@
 #   make test   same set-up, then the whole test suite
 #   make lint   ruff (package, tests, benchmarks) and mypy (package); CI runs it before the tests
 #   make test-fast  the suite without tests marked slow
+#   make docs   regenerate the example outputs in docs/ and README.md
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -10,7 +11,7 @@ STAMP  := $(VENV)/.installed
 OUT    ?= reports
 TARGETS ?= imx8mp,imx93,imx95
 
-.PHONY: setup tools browser run test test-fast test-heavy lint kernel clean
+.PHONY: setup tools browser run test test-fast test-heavy lint kernel docs clean
 
 setup: $(STAMP)
 
@@ -53,6 +54,11 @@ test-fast: $(STAMP) tools browser
 
 test-heavy: $(STAMP) tools
 	$(BIN)/python -m pytest -q -m heavy
+
+# Rewrite the example outputs in docs/*.md and README.md by running their commands (workbench.docs;
+# tests/test_docs_examples.py fails when a block drifts). Includes one three-target batch: minutes.
+docs: $(STAMP) tools
+	$(BIN)/python -m workbench.docs
 
 lint: $(STAMP)
 	$(BIN)/ruff check workbench tests benchmarks
