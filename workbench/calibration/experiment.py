@@ -259,11 +259,11 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
     fp32_rows = {r.condition: r for r in report.rows if getattr(r, "is_reference", r.model == report.reference)}
     rows = []
     for key in paths:
-        strategy, rep = key.rsplit("@", 1)
+        strategy, seed_text = key.rsplit("@", 1)
         for c in conds:
             r = next(r for r in report.rows if r.model == key and r.condition == c)
             fp32 = fp32_rows[c].accuracy if c in fp32_rows else float(r.accuracy) + float(r.drop_pp) / 100.0
-            rows.append(ExperimentRow(strategy=strategy, seed=int(rep), condition=c, n=int(r.n),
+            rows.append(ExperimentRow(strategy=strategy, seed=int(seed_text), condition=c, n=int(r.n),
                                       accuracy=float(r.accuracy), fp32_accuracy=float(fp32),
                                       drop_pp=float(r.drop_pp), ci_low=_maybe(r, "ci_low"),
                                       ci_high=_maybe(r, "ci_high"), drop_ci_low=_maybe(r, "drop_ci_low"),
