@@ -103,3 +103,20 @@ def test_coverage_embeddings_see_contract_applied_inputs(pm1_keras, digits, monk
         (model.parent / "pm1.card.yaml").unlink()
     np.testing.assert_allclose(seen[-1], x_spec, atol=1e-6)
     assert carded.sample_ids == with_spec.sample_ids
+
+
+def test_the_coverage_audit_feeds_contract_applied_inputs(pm1_keras, digits):
+    """Stage 10's audit compares activation ranges: on a [-1, 1] model its input layer sees [-1, 1]."""
+    from workbench.calibration.activations import INPUT
+    from workbench.calibration.audit import audit_coverage
+    from workbench.calibration.curate import curate_calibration_set
+    model, spec = pm1_keras
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WorkbenchWarning)
+        cal = curate_calibration_set(digits, 20, strategy="random")
+        with_spec = audit_coverage(str(model), cal, dataset=digits, conditions=["daylight"], input_spec=str(spec))
+        without = audit_coverage(str(model), cal, dataset=digits, conditions=["daylight"])
+    lo, hi = with_spec.calibrated_ranges[INPUT]
+    assert lo < -0.9 and hi > 0.9, with_spec.calibrated_ranges[INPUT]
+    lo0, hi0 = without.calibrated_ranges[INPUT]
+    assert lo0 >= 0.0 and hi0 <= 1.0

@@ -199,7 +199,8 @@ class CoverageAudit(Result):
 
 def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "test",
                    conditions: Sequence[str] | None = None, clip_threshold: float = 0.001,
-                   activation_bits: int = 8, batch_size: int = 256, cache: bool = True) -> CoverageAudit:
+                   activation_bits: int = 8, batch_size: int = 256, cache: bool = True,
+                   input_spec: Any = None) -> CoverageAudit:
     """Compare per-layer activations under each condition with the calibrated ranges.
 
     Parameters
@@ -215,6 +216,9 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
     activation_bits : activation bit width (8 or 16); sets the rounding tolerance.
     cache : reuse an identical earlier audit (same model file bytes, calibration set, dataset,
         split, conditions and thresholds, same audit code) from ``$NPU_WORKBENCH_CACHE/audit``.
+    input_spec : the model's input contract (an ``InputContract``, a card mapping or a YAML path);
+        default the card beside ``model``.  Calibration and held-out pixels go through its ``apply``
+        as they do for quantization; without either they are fed as they are.
     """
     from ..data.loaders import load_dataset
     from .activations import INPUT, load_activation_model, model_label, quantized_layers
@@ -228,7 +232,11 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
     for c in conds:
         check_choice("conditions", c, held_out.conditions, error=CalibrationError)
 
-    cache_file = _cache_file(model, data, cal_hash, split, conds, clip_threshold, activation_bits) \
+    from .curate import contract_inputs, model_contract
+    contract = model_contract(model, input_spec)
+    key_hash = cal_hash if contract is None else stable_hash({"calibration": cal_hash,
+                                                              "contract": contract.to_params()})
+    cache_file = _cache_file(model, data, key_hash, split, conds, clip_threshold, activation_bits) \
         if cache else None
     cached = read_sealed_json(cache_file) if cache_file is not None else None
     if cache_file is not None and cached is not None:   # a damaged entry warns, is removed and recomputed
@@ -239,12 +247,13 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
 
     keras_model = load_activation_model(model)   # a keras.Model, or graph taps of an ONNX/TFLite/SavedModel
     layers = quantized_layers(keras_model)
-    calibrated = _ranges(keras_model, cal_data.x, layers, batch_size)
+    calibrated = _ranges(keras_model, contract_inputs(contract, cal_data, "coverage audit"), layers, batch_size)
     levels = 2 ** activation_bits - 1
     rows: list[AuditRow] = []
     for cond in conds:
         subset = held_out.select(condition=cond)
-        stats = _clip_stats(keras_model, subset.x, layers, calibrated, levels, batch_size)
+        stats = _clip_stats(keras_model, contract_inputs(contract, subset, "coverage audit"), layers, calibrated,
+                            levels, batch_size)
         for layer in layers:
             low, high, total, omin, omax = stats[layer]
             lo, hi = calibrated[layer]

@@ -269,11 +269,10 @@ def curate_calibration_set(dataset: Any, n: int, *, strategy: str = "stratified"
     return cal
 
 
-def _model_inputs(model: Any, pool_set: Any, input_spec: Any) -> tuple[np.ndarray, Any]:
-    """The pool's pixels as ``model`` takes them: through its input contract (``input_spec``, else the
-    card beside the model), the same ``InputContract.apply`` quantization and evaluation use.  Without
-    either they go as they are (as :func:`~workbench.quantize.quantize` feeds them); returns the
-    contract applied, or None."""
+def model_contract(model: Any, input_spec: Any = None) -> Any:
+    """The input contract that feeds ``model``: ``input_spec``, else the card beside the model; None
+    when there is neither (the pixels then go as they are, as :func:`~workbench.quantize.quantize`
+    feeds them).  Coverage embeddings and the coverage audit use it, as quantization and evaluation do."""
     from ..errors import ModelError
     from ..models.contract import card_path, resolve_contract
     from ..models.predict import resolve_model_path
@@ -282,14 +281,25 @@ def _model_inputs(model: Any, pool_set: Any, input_spec: Any) -> tuple[np.ndarra
     except ModelError:   # a keras.Model object
         path = None
     if input_spec is None and (path is None or not card_path(path).is_file()):
-        return pool_set.x, None
+        return None
     if path is not None:
-        contract = resolve_contract(path, input_spec)
-    else:
-        shape = tuple(getattr(model, "inputs", [None])[0].shape[1:]) if getattr(model, "inputs", None) else None
-        contract = resolve_contract(None, input_spec, model_input=shape)
-    x = contract.apply(pool_set.x, ids=[str(i) for i in pool_set.ids.tolist()], where="coverage embeddings")
-    return np.ascontiguousarray(x, np.float32), contract
+        return resolve_contract(path, input_spec)
+    shape = tuple(getattr(model, "inputs", [None])[0].shape[1:]) if getattr(model, "inputs", None) else None
+    return resolve_contract(None, input_spec, model_input=shape)
+
+
+def contract_inputs(contract: Any, data: Any, where: str) -> np.ndarray:
+    """``data``'s images as the model takes them through ``contract`` (None: as they are)."""
+    if contract is None:
+        return data.x
+    x = contract.apply(data.x, ids=[str(i) for i in data.ids.tolist()], where=where)
+    return np.ascontiguousarray(x, np.float32)
+
+
+def _model_inputs(model: Any, pool_set: Any, input_spec: Any) -> tuple[np.ndarray, Any]:
+    """The pool's pixels as ``model`` takes them, and the contract applied (or None)."""
+    contract = model_contract(model, input_spec)
+    return contract_inputs(contract, pool_set, "coverage embeddings"), contract
 
 
 # -- strategies -----------------------------------------------------------------------------------
