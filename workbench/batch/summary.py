@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._io import atomic_write_json, atomic_write_text
 from ..errors import WorkbenchError
@@ -72,22 +72,74 @@ def sweep_recommendations(out_dir: Path, files: dict[str, str]) -> list[str]:
         return [f"(the sweep's recommendations could not be read: {type(exc).__name__}: {exc})"]
 
 
+def _stage_results(run_dir: Path, target: str) -> tuple[Any, Any]:
+    """The target's saved accuracy report and placement report (typed; None when missing or unreadable)."""
+    if not (run_dir / target).is_dir():
+        return None, None
+    from ..runs import RunFolder
+    folder = RunFolder(run_dir, target=target)
+    out = []
+    for stage in ("accuracy", "placement"):
+        try:
+            out.append(folder.load(stage))
+        except WorkbenchError:      # a damaged record: the summary already says so
+            out.append(None)
+    return out[0], out[1]
+
+
+def _ci(value: float | None, low: float | None, high: float | None, fmt: Any) -> str:
+    if value is None:
+        return "-"
+    return fmt(value) + (f" [{fmt(low)}, {fmt(high)}]" if low is not None and high is not None else "")
+
+
+def accuracy_table_html(run_dir: Path, summary: RunSummary) -> str:
+    """Per target and condition: FP32 and the quantized model with their 95% CIs, the drop with its
+    paired-bootstrap CI, the agreement (read from each target's saved accuracy report)."""
+    from .. import display
+    rows = []
+    for t in summary.targets:
+        report, _ = _stage_results(run_dir, t.target)
+        if report is None or not report.candidates:
+            continue
+        model = report.candidates[0]
+        pct = (lambda v: f"{v:.2%}") if report.metric in ("top1", "pck") else (lambda v: f"{v:.4g}")
+        for c in report.conditions:
+            ref, row = report.row(c, report.reference), report.row(c, model)
+            rows.append((t.target, c, row.n, _ci(ref.accuracy, ref.ci_low, ref.ci_high, pct),
+                         f"{_ci(row.accuracy, row.ci_low, row.ci_high, pct)} "
+                         f"({display.quantized_label(t.recipe)} {t.recipe or ''})".rstrip(),
+                         display.drop_text(row.drop_pp, row.drop_ci_low, row.drop_ci_high),
+                         "-" if row.agreement is None else f"{row.agreement:.1%}"))
+    if not rows:
+        return ""
+    return display.table(("target", "condition", "n", "FP32 [95% CI]", "quantized [95% CI]", "drop [95% CI]",
+                          "agreement"), rows,
+                         caption="Accuracy per condition and target, with 95% bootstrap CIs "
+                                 f"({display.DROP_CONVENTION})")
+
+
 def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary_stage: StageRun | None) -> None:
     from .. import display
     rows, styles = [], []
+    run_dir = out_dir / result.run_dir
     for t in result.targets:
         links = " ".join(
             f"{display.esc(s.stage)}{' (FAILED)' if s.status != 'ok' else ''}: "
             f"{display.link(s.shared_html, 'report')} · {display.link(s.html, 'with code')} · "
             f"{display.link(s.notebook, 'notebook')}<br/>" for s in t.stages)
         status = "ok" if t.status == "ok" else f"FAILED at {display.esc(t.failed_stage)}"
-        rows.append((display.esc(t.target), status, display.esc(t.error or ""), links))
+        _, placement = _stage_results(run_dir, t.target)
+        placed_by = display.esc(placement.produced_by) if placement is not None else "-"
+        rows.append((display.esc(t.target), status, placed_by, display.esc(t.error or ""), links))
         styles.append(display.BAD_STYLE if t.status != "ok" else display.GOOD_STYLE)
     from ..findings import findings_html
     body = [display.heading(f"npu-workbench batch {result.run_id}", 2),
             display.paragraph(result.summary()),
             findings_html(run_findings_of(out_dir, result, summary), title="Findings (all targets)"),
-            display.raw_table(("target", "status", "why", "reports"), rows, row_styles=styles, caption="Targets")]
+            display.raw_table(("target", "status", "placement by (compiler, BSP)", "why", "reports"), rows,
+                              row_styles=styles, caption="Targets"),
+            accuracy_table_html(run_dir, summary)]
     if result.sweep is not None:
         s = result.sweep
         files = sweep_files(out_dir, result)
