@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -320,7 +320,10 @@ def _target_shares(data: Any, weights: Mapping[str, float] | None) -> dict[str, 
     return {c: float(w) / total for c, w in weights.items()}
 
 
-def allocate(total: int, weights: Mapping[str, float], capacity: Mapping[str, int]) -> tuple[dict[str, int], list[str]]:
+K = TypeVar("K", bound=Hashable)   # a condition name, or a class index
+
+
+def allocate(total: int, weights: Mapping[K, float], capacity: Mapping[K, int]) -> tuple[dict[K, int], list[K]]:
     """Split ``total`` into integer quotas proportional to ``weights``, at most ``capacity`` each.
 
     Largest remainders round the shares.  A key whose capacity is below its quota gets
@@ -329,7 +332,7 @@ def allocate(total: int, weights: Mapping[str, float], capacity: Mapping[str, in
     """
     quotas = {k: 0 for k in weights}
     open_keys = [k for k in weights if weights[k] > 0 and capacity.get(k, 0) > 0]
-    capped: list[str] = [k for k in weights if weights[k] > 0 and capacity.get(k, 0) <= 0]
+    capped: list[K] = [k for k in weights if weights[k] > 0 and capacity.get(k, 0) <= 0]
     left = total
     while left > 0 and open_keys:
         w = np.array([weights[k] for k in open_keys], dtype=float)
