@@ -252,7 +252,7 @@ def calibration_file(samples: np.ndarray | None, dst: Path) -> Path:
         elif x.shape[-1] != 3:
             x = x[..., :3] if x.shape[-1] > 3 else np.repeat(x[..., :1], 3, axis=-1)
         from PIL import Image
-        out = np.stack([np.stack([np.asarray(Image.fromarray(img[..., c]).resize((128, 128), Image.BILINEAR))
+        out = np.stack([np.stack([np.asarray(Image.fromarray(img[..., c]).resize((128, 128), Image.Resampling.BILINEAR))
                                   for c in range(3)], axis=-1) for img in x]).astype(np.float32)
     else:
         out = np.random.default_rng(0).uniform(0.0, 1.0, (20, 128, 128, 3)).astype(np.float32)
