@@ -12,7 +12,9 @@ they quantize a Keras model.  The pipeline reads as its steps:
    (:mod:`workbench.toolenv`; it needs another TensorFlow, numpy and protobuf than
    the workbench) inside a temporary folder that holds the calibration sample file
    onnx2tf otherwise downloads, with ``-coion`` so the ONNX input/output names
-   survive; the folder is renamed into the cache only when complete;
+   survive, through a small driver that makes its ``.tflite`` files from the SavedModel it
+   wrote (onnx2tf's own path re-saves the Keras model with every constant as JSON text:
+   ResNet-50 never finished in 20 min); the folder is renamed into the cache only when complete;
 4. record the layout change: which inputs went from NCHW to NHWC (and outputs);
 5. run the ONNX model (ONNX Runtime) and the converted FP32 ``.tflite`` (LiteRT) on
    the same samples and compare every output by name (max abs error, cosine).
@@ -45,7 +47,26 @@ CALIBRATION_FILE = "calibration_image_sample_data_20x128x128x3_float32.npy"
 RECORD = "conversion.json"
 FLOAT_TFLITE = "model_float32.tflite"
 SAVED_MODEL = "saved_model"
-CONVERTER_VERSION = 2          # bump when the command line or the record changes
+CONVERTER_VERSION = 3          # bump when the command line or the record changes
+DRIVER = "run_onnx2tf.py"
+# onnx2tf writes its SavedModel, then makes the .tflite files with TFLiteConverter.from_keras_model, which
+# saves the Keras model once more with its Keras metadata: every folded constant printed as JSON text,
+# single-threaded (ResNet-50: 2+ CPU minutes per .tflite, 3.6 GB; over 20 min on a loaded machine).
+# The driver runs onnx2tf's own command line with from_keras_model answered by from_saved_model on the
+# SavedModel it has just written (the same function: ResNet-50 converts in 10 s).
+DRIVER_SOURCE = """\
+import sys
+
+import tensorflow as tf
+
+saved_model = sys.argv[sys.argv.index("-o") + 1]
+from_saved_model = tf.lite.TFLiteConverter.from_saved_model
+tf.lite.TFLiteConverter.from_keras_model = staticmethod(lambda model, *a, **k: from_saved_model(saved_model))
+from onnx2tf import main
+
+sys.argv[0] = "onnx2tf"
+sys.exit(main())
+"""
 DEFAULT_MAX_REL_ERROR = 1e-3   # max |onnx - tflite| / max |onnx|, per output
 DEFAULT_MIN_COSINE = 0.9999
 CHECK_SAMPLES = 8
@@ -96,6 +117,7 @@ class ConvertedModel(Result):
     seconds: float
     cache_key: str
     cache_hit: bool = False
+    rewrites: tuple[str, ...] = ()   # exact graph rewrites made before onnx2tf ("Sum -> Add: 16 nodes")
 
     @property
     def transposed_inputs(self) -> tuple[str, ...]:
@@ -111,14 +133,14 @@ class ConvertedModel(Result):
                            for t in self.inputs],
                 "agreement": [{"output": a.name, "max_abs_error": a.max_abs_error, "cosine": a.cosine}
                               for a in self.agreement],
-                "check_samples": self.check_samples, "cache_key": self.cache_key}
+                "check_samples": self.check_samples, "cache_key": self.cache_key, "rewrites": list(self.rewrites)}
 
     def summary(self) -> str:
         worst = max(self.agreement, key=lambda a: a.relative_error, default=None)
         check = (f"worst output {worst.name!r}: max abs error {worst.max_abs_error:.3g}, cosine {worst.cosine:.6f}"
                  if worst else "not checked")
         layout = (f"NCHW->NHWC for {', '.join(self.transposed_inputs)}" if self.transposed_inputs
-                  else "layout unchanged")
+                  else "layout unchanged") + "".join(f"; {r}" for r in self.rewrites)
         return (f"{Path(self.source_path).name} -> FP32 TFLite with onnx2tf {self.tools.get('onnx2tf', '?')}: "
                 f"{layout}; {check} on {self.check_samples} samples"
                 + (" (cache hit)" if self.cache_hit else f" ({self.seconds:.1f} s)"))
@@ -177,6 +199,7 @@ def convert_onnx(path: str | os.PathLike, *, samples: np.ndarray | None = None, 
         source_path=str(source), source_sha256=source_sha, saved_model=str(folder / SAVED_MODEL),
         tflite=str(folder / FLOAT_TFLITE), inputs=tuple(TensorLayout(**_tup(t)) for t in record["inputs"]),
         outputs=tuple(TensorLayout(**_tup(t)) for t in record["outputs"]), agreement=(), check_samples=0,
+        rewrites=tuple(record.get("rewrites", ())),
         tools=dict(env.versions), lock_sha256=env.lock_sha256, seconds=float(record["seconds"]),
         cache_key=key, cache_hit=hit)
     agreement, n = check_agreement(converted, samples, max_rel_error=max_rel_error, min_cosine=min_cosine)
@@ -279,9 +302,10 @@ def _convert_fresh(source: Path, graph: _OnnxIO, env: Any, key: str, folder: Pat
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="wb-onnx2tf-") as tmp:
         work = Path(tmp)
-        shutil.copyfile(source, work / "model.onnx")
+        rewrites = exact_rewrites(source, work / "model.onnx")
         calibration_file(samples, work)
-        cmd = ["onnx2tf", "-i", "model.onnx", "-o", "out", "-coion", "-osd", "-v", "error"]
+        (work / DRIVER).write_text(DRIVER_SOURCE, encoding="utf-8")
+        cmd = ["python", DRIVER, "-i", "model.onnx", "-o", "out", "-coion", "-osd", "-v", "error"]
         if any(dynamic for _, _, dynamic in graph.inputs):
             cmd += ["-b", "1"]
         if keep:   # onnx2tf matches names after its own renaming (":" -> "__"): give every spelling
@@ -311,9 +335,45 @@ def _convert_fresh(source: Path, graph: _OnnxIO, env: Any, key: str, folder: Pat
             record = {"converter": CONVERTER_VERSION, "cache_key": key, "source_sha256": sha256_file(source),
                       "tflite_sha256": sha256_file(entry / FLOAT_TFLITE), "command": cmd,
                       "seconds": round(time.perf_counter() - start, 2), "tools": dict(env.versions),
-                      "lock_sha256": env.lock_sha256, **layouts}
+                      "lock_sha256": env.lock_sha256, "rewrites": rewrites, **layouts}
             (entry / RECORD).write_text(to_json(record, indent=2) + "\n", encoding="utf-8")
     return json.loads(to_json(record))
+
+
+def exact_rewrites(source: Path, dst: Path) -> list[str]:
+    """Write ``source`` to ``dst`` with nodes onnx2tf turns into ops the NPUs cannot run in INT8 replaced
+    by the same arithmetic in other ops; returns what was replaced (empty: ``dst`` is a plain copy).
+
+    ``Sum`` (opset <= 7 residual adds, e.g. ResNet-50 and ShuffleNet of ``onnx/backend/test/data/light``)
+    becomes TFLite ``ADD_N``, which has no INT8 kernel: the TFLite converter leaves it in float between
+    DEQUANTIZE/QUANTIZE and the full-integer model is refused.  ``Sum(a, b, c)`` is ``Add(Add(a, b), c)``
+    (both broadcast the same way, float addition in the same order), which quantizes to INT8 ``ADD``.
+    The agreement check compares the converted model with ONNX Runtime on the original file."""
+    import onnx
+    from onnx import helper
+    model = onnx.load(str(source))
+    sums = [n for n in model.graph.node if n.op_type == "Sum" and n.domain in ("", "ai.onnx")]
+    if not sums:
+        shutil.copyfile(source, dst)
+        return []
+    nodes, replaced = [], {id(n) for n in sums}
+    for node in model.graph.node:
+        if id(node) not in replaced:
+            nodes.append(node)
+            continue
+        name = node.name or node.output[0]
+        if len(node.input) == 1:
+            nodes.append(helper.make_node("Identity", [node.input[0]], [node.output[0]], name=name))
+            continue
+        acc = node.input[0]
+        for i, term in enumerate(node.input[1:], start=1):
+            out = node.output[0] if i == len(node.input) - 1 else f"{node.output[0]}__sum{i}"
+            nodes.append(helper.make_node("Add", [acc, term], [out], name=f"{name}__add{i}"))
+            acc = out
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    onnx.save(model, str(dst))
+    return [f"Sum -> Add: {len(sums)} node(s)"]
 
 
 def _is_nchw_to_nhwc(onnx_shape: tuple[int, ...], tflite_shape: tuple[int, ...]) -> bool:
@@ -368,8 +428,13 @@ def _sanitized(name: str) -> str:
 
 def _match_names(source: Path, kind: str, onnx_names: list[str], tflite_names: list[str]) -> dict[str, str]:
     """ONNX name -> converted name: the same name, or the same once onnx2tf replaced characters TF does
-    not allow in names (``Identity:0`` -> ``Identity_0``); a single tensor matches the single one."""
+    not allow in names (``Identity:0`` -> ``Identity_0``); a single tensor matches the single one; the
+    SavedModel signature's ``output_0``, ``output_1``... are the outputs in the ONNX graph's order (a
+    mismatch shows in the agreement check)."""
     out = {}
+    positional = [f"output_{i}" for i in range(len(onnx_names))]
+    if kind == "output" and sorted(tflite_names) == sorted(positional) and not set(onnx_names) & set(tflite_names):
+        return dict(zip(onnx_names, positional))
     for name in onnx_names:
         if name in tflite_names:
             out[name] = name
