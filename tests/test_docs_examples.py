@@ -64,6 +64,19 @@ def test_stable_masks_timings_and_run_ids_but_never_accuracy():
     assert docs.stable(a) == docs.stable(b)
     assert docs.stable(a) != docs.stable(a.replace("99.81%", "99.63%"))
     assert docs.stable(a) != docs.stable(a.replace("+0.19 pp", "+0.37 pp"))
+    assert docs.stable("sha256 341af49d4bd3") == docs.stable("sha256 f12dae4c2984")
+
+
+def test_an_internal_error_is_never_written_as_output(tmp_path, monkeypatch):
+    import workbench.targets.commands as targets_commands
+
+    def broken(args):
+        raise ImportError("cannot import name 'x' (a change half-landed in the tree)")
+    monkeypatch.setattr(targets_commands, "run", broken)
+    with pytest.raises(RuntimeError, match="`workbench targets` hit an internal error"):
+        docs._in_process(["targets"], tmp_path)
+    monkeypatch.undo()
+    assert "imx93" in docs._in_process(["targets"], tmp_path)      # a working command: its output
 
 
 def test_a_drifted_block_is_named_with_the_fix(tmp_path, monkeypatch):

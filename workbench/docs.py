@@ -17,8 +17,10 @@ prepare their inputs without being shown.  Rewrite every block, or check them::
     python -m workbench.docs --check         # exit 1 naming each doc and block that differs
     python -m workbench.docs --only evaluate-gate,quantize-reference
 
-What a run measures afresh (seconds, milliseconds, temporary paths) is masked before two texts are
-compared (:func:`stable`); accuracy numbers never are: they are the point.  A block that cannot be
+What a run measures afresh (seconds, milliseconds, run ids from the clock, the sha256 of an ONNX
+Runtime QDQ file, whose bytes vary from run to run) is masked before two texts are compared
+(:func:`stable`); accuracy numbers never are: they are the point.  A command that hits an internal
+error (exit 3) stops the generator: a bug is never written into the docs as output.  A block that cannot be
 made here (a board over SSH, an hour of conversions) is marked instead::
 
     <!-- recorded: 2026-11-30, not regenerated: a board over SSH -->
@@ -155,6 +157,8 @@ def _in_process(argv: Sequence[str], cwd: Path) -> str:
         os.chdir(previous)
     lines = [line for line in buf.getvalue().splitlines() if not _NOISE.match(line)]
     text = "\n".join(lines)
+    if code == 3:     # a bug (or another change half-landed in the tree) is never documented as output
+        raise RuntimeError(f"docs example `workbench {' '.join(argv)}` hit an internal error:\n{text}")
     return text + (f"\n(exit code {code})" if code else "")
 
 
@@ -164,6 +168,8 @@ def _subprocess(argv: Sequence[str], cwd: Path) -> str:
     proc = subprocess.run(exe, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")})
     lines = [line for line in proc.stdout.splitlines() if not _NOISE.match(line)]
+    if proc.returncode == 3 or "internal error" in proc.stdout:
+        raise RuntimeError(f"docs example `{' '.join(argv)}` hit an internal error:\n{proc.stdout[-2000:]}")
     return "\n".join(lines) + (f"\n(exit code {proc.returncode})" if proc.returncode else "")
 
 
@@ -196,6 +202,7 @@ _MASKS = (
     (re.compile(r"\(\d+(\.\d+)? s\)"), "(<s>)"),
     (re.compile(r"\b(p50|p99|mean) \d+\.\d+"), r"\1 <ms>"),
     (re.compile(r"\b\d{8}-\d{6}\b"), "<run-id>"),                                # run ids from the clock
+    (re.compile(r"\bsha256 [0-9a-f]{12,64}\b"), "sha256 <hash>"),                 # ONNX Runtime's QDQ bytes vary
 )
 
 
@@ -240,13 +247,15 @@ def blocks(path: Path) -> dict[str, str]:
 
 
 def rewrite(path: Path, texts: dict[str, str]) -> bool:
-    """Replace the blocks of ``path`` named in ``texts``; True when the file changed."""
+    """Replace the blocks of ``path`` named in ``texts`` whose stable parts changed (new timings alone
+    do not churn the docs); True when the file changed."""
     from ._io import atomic_write_text
     old = path.read_text(encoding="utf-8")
 
     def sub(m: re.Match[str]) -> str:
         name = m.group("name")
-        if name not in texts:
+        body = m.group("body")
+        if name not in texts or stable(body[4:-4]) == stable(texts[name]):
             return m.group(0)
         return f"<!-- example: {name} -->\n{fenced(texts[name])}<!-- /example -->"
     new = MARK.sub(sub, old)
