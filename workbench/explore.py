@@ -218,7 +218,7 @@ class Exploration(Result):
         grid = fig.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.7)
         self.plot_accuracy(fig.add_subplot(grid[0]))
         self.audit.plot(fig.add_subplot(grid[1]), vmax=HEATMAP_VMAX)
-        if strip:
+        if self.placement is not None:
             plot_strip(self.placement, fig.add_subplot(grid[2]))
         return fig
 
@@ -313,7 +313,7 @@ class Explorer:
                             icon="thumb-tack")
         self.pin.on_click(lambda _: self.pin_baseline())
         self.cli = w.Textarea(description="CLI", disabled=False, rows=4,
-                              layout=w.Layout(width="100%"),
+                              layout=w.Layout(width="99%"),     # 100% plus the widget's margin scrolls sideways
                               tooltip="the same setting from a shell: select all and copy")
         self.status = w.HTML()
         self.message = w.HTML()
@@ -331,9 +331,11 @@ class Explorer:
         column = w.Layout(max_width=PANEL_WIDTH, overflow="hidden")
         self.widget = w.VBox([
             w.HTML(STYLE),
+            # rows wrap in a narrow column (JupyterLab at 1200 px with its file browser open: ~750 px)
             w.HBox([w.VBox([self.target, self.recipe, self.backend, self.calibrator, self.calibration_strategy,
                             self.calibration_size, self.severity,
-                            w.HBox([self.seed_widget, self.bootstrap_seed, self.pin])]), self.conditions]),
+                            w.HBox([self.seed_widget, self.bootstrap_seed, self.pin], layout=_wrap())]),
+                    self.conditions], layout=_wrap()),
             self.status,
             self.message,
             self.findings_panel,
@@ -793,7 +795,8 @@ def error_html(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- history, strip, capture
 
 STYLE = ("<style>.wb-stale{opacity:.35;pointer-events:none;transition:opacity .2s}"
-         ".wb-explorer img{max-width:100%;height:auto}</style>")
+         ".wb-explorer img{max-width:100%;height:auto}"
+         ".wb-explorer td{overflow-wrap:anywhere}</style>")   # long ids break instead of squeezing other columns
 
 
 @dataclass(frozen=True)
@@ -874,6 +877,11 @@ def placement_html(result: Exploration) -> str:
             for o in cpu]
     return display.table(("#", "op", "name", "why it runs on the CPU"), rows,
                          caption=f"CPU fallback on {p.target} ({len(cpu)} of {len(p.ops)} ops)")
+
+
+def _wrap() -> Any:
+    import ipywidgets as w
+    return w.Layout(flex_flow="row wrap", max_width="100%")
 
 
 def _calibrator_options(backend: str) -> list[tuple[str, str]]:
