@@ -633,6 +633,7 @@ def conversion_toolchain(fmt: str, backend: str) -> dict[str, str]:
         tools.update({f"{TOOL}-env/{k}": v for k, v in sorted(env.versions.items())})
         tools[f"{TOOL}-env/lock_sha256"] = env.lock_sha256
         tools[TOOL] = env.versions.get(TOOL, "?")
+        tools[f"{TOOL}-converter"] = str(CONVERTER_VERSION)   # the workbench's own steps around it (driver, rewrites)
     if (backend == "tflite" and fmt == "tflite") or (backend == "onnx" and fmt != "onnx"):
         tools.update({f"tf2onnx-path/{k}": v for k, v in _tf2onnx_versions().items()})
     return tools
