@@ -1,0 +1,233 @@
+"""The explorer in a live JupyterLab (issue #15: "the debounce and the busy overlay were never tried
+in a live JupyterLab"; done when "in JupyterLab at 1200 px the explorer shows all five conditions and
+the heatmap without horizontal scrolling").
+
+A real ``jupyter lab`` on 127.0.0.1 (token, a private config/runtime/workspace folder, no browser of
+its own) serves a copy of ``notebooks/00_explore.ipynb``; headless Chromium (1200 px wide) opens it,
+runs every cell with Lab's own ``notebook:run-all-cells`` command on the ``npu-workbench`` kernel and
+looks at what a person would see.  Then it clicks two target buttons in quick succession and checks
+the busy overlay (knobs disabled, panels dimmed), that only one recompute happened (the history
+table gains one setting, the last one clicked) and that the panels were redrawn.  Screenshots go to
+the test's tmp folder (``lab-first-view.png``, ``lab-accuracy-and-heatmap.png``,
+``lab-after-burst.png``).
+
+Skips, saying why, when Chromium/chromedriver or selenium are not installed (`make browser`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "00_explore.ipynb"
+CONDITIONS = ("daylight", "low-light", "overexposed", "motion-blur", "sensor-noise")
+WIDTH = 1200
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout: float, what: str, interval: float = 0.25):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture
+def lab(tmp_path, reference):
+    """A JupyterLab server on 127.0.0.1 serving a copy of the explorer notebook; yields (url, log)."""
+    pytest.importorskip("jupyterlab", reason="jupyterlab is not installed in this environment")
+    root = tmp_path / "lab"
+    root.mkdir()
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+               IPYTHONDIR=str(tmp_path / "ipython"), JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+               JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"))
+    # no news toast over the page (the server has no network anyway)
+    news = tmp_path / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    news.parent.mkdir(parents=True)
+    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    # the kernel inherits NPU_WORKBENCH_CACHE: the session's cache, which holds the reference model
+    assert Path(reference.keras).is_file() and env["NPU_WORKBENCH_CACHE"]
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--expose-app-in-browser",
+           "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           "--ServerApp.port_retries=0"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log = (tmp_path / "jupyter-lab.log").open("w")
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"jupyter lab exited with {proc.returncode}: {(tmp_path / 'jupyter-lab.log').read_text()}")
+        try:
+            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    try:
+        _wait(up, 90, "jupyter lab to answer")
+        yield f"{base}/lab/tree/{NOTEBOOK.name}?token={token}", tmp_path / "jupyter-lab.log"
+    finally:
+        # the server shuts its kernels down on SIGTERM; the group kill catches a kernel left behind
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        log.close()
+
+
+# what the page is asked, in one place (the explorer's box carries the class `wb-explorer`)
+GEOMETRY = """
+const ex = document.querySelector('.wb-explorer');
+const area = ex.closest('.jp-OutputArea-output') || ex.parentElement;
+const bounds = area.getBoundingClientRect();
+const wide = [];
+for (let el = ex; el && el !== document.body; el = el.parentElement) {
+  if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== 'visible')
+    wide.push([el.className.toString().slice(-60), el.scrollWidth, el.clientWidth]);
+}
+const within = r => r.width > 0 && r.left >= bounds.left - 1 && r.right <= bounds.right + 1;
+const cut = Array.from(ex.querySelectorAll('table, img, .widget-box, .widget-inline-hbox'))
+  .filter(el => el.getBoundingClientRect().width > 0 && !within(el.getBoundingClientRect()))
+  .map(el => [el.tagName, el.className.toString().slice(-40), Math.round(el.getBoundingClientRect().right)]);
+const cells = Array.from(ex.querySelectorAll('td')).filter(td => arguments[0].includes(td.textContent.trim()));
+const heat = ex.querySelector('img[alt="clipping heatmap"]');
+return {
+  window: window.innerWidth, area: [bounds.left, bounds.right], explorer: ex.getBoundingClientRect().width,
+  scroll: [area.scrollWidth, area.clientWidth], wide: wide, cut: cut,
+  conditions: cells.filter(td => within(td.getBoundingClientRect())).map(td => td.textContent.trim()),
+  heatmap: heat ? [heat.complete && heat.naturalWidth > 0, within(heat.getBoundingClientRect()),
+                   heat.getBoundingClientRect().width] : null,
+};
+"""
+
+WATCH_BUSY = """
+const ex = document.querySelector('.wb-explorer');
+window.__wbBusy = {stale: false, disabled: false};
+const look = () => {
+  if (ex.querySelector('.wb-stale')) window.__wbBusy.stale = true;
+  if (ex.querySelector('.widget-toggle-buttons button[disabled], select[disabled]')) window.__wbBusy.disabled = true;
+};
+new MutationObserver(look).observe(ex, {attributes: true, subtree: true, childList: true});
+"""
+
+
+def _history(driver) -> list[str]:
+    """The rows of the explorer's history table (the table whose header names the setting)."""
+    return driver.execute_script("""
+        const ex = document.querySelector('.wb-explorer');
+        const table = Array.from(ex.querySelectorAll('table')).find(t => t.textContent.includes('vs baseline pp'));
+        return table ? Array.from(table.querySelectorAll('tr')).filter(tr => tr.querySelector('td'))
+                             .map(tr => tr.textContent) : [];""")
+
+
+def _explorer_ready(driver):
+    return driver.execute_script("""
+        const ex = document.querySelector('.wb-explorer');
+        if (!ex) return false;
+        const images = Array.from(ex.querySelectorAll('img'));
+        return images.length >= 3 && images.every(i => i.complete && i.naturalWidth > 0)
+               && !ex.querySelector('.wb-stale') && ex.textContent.includes('vs baseline pp');""")
+
+
+def test_explorer_in_a_live_jupyterlab_at_1200px(lab, tmp_path):
+    from tests._browser import chromium
+    url, log = lab
+    started = time.monotonic()
+    driver = chromium(tmp_path / "profile", width=WIDTH, height=1000)
+    try:
+        driver.set_script_timeout(30)
+        driver.get(url)
+        _wait(lambda: driver.execute_script(
+            "const a = window.jupyterapp; const w = a && a.shell.currentWidget;"
+            "return !!(w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel"
+            " && w.sessionContext.session.kernel.status === 'idle');"), 120, "the notebook and its kernel")
+        kernel = driver.execute_script("return window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.name;")
+        assert kernel == "npu-workbench"
+        driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells');")
+        _wait(lambda: _explorer_ready(driver), 300, "the explorer's first view", interval=0.5)
+        first_view = time.monotonic() - started
+        driver.execute_script("document.querySelector('.wb-explorer').scrollIntoView();")
+        time.sleep(0.5)
+        driver.save_screenshot(str(tmp_path / "lab-first-view.png"))
+
+        seen = driver.execute_script(GEOMETRY, list(CONDITIONS))
+        (tmp_path / "first-view.json").write_text(json.dumps({"seconds": round(first_view, 1), **seen}, indent=1))
+        assert not seen["wide"], f"horizontal scrolling in the output: {seen['wide']}"
+        assert not seen["cut"], f"content wider than the output area (cut off): {seen['cut']}"
+        assert seen["scroll"][0] <= seen["scroll"][1], f"output area scrolls sideways: {seen}"
+        assert seen["explorer"] <= 1180
+        assert sorted(set(seen["conditions"])) == sorted(CONDITIONS), seen
+        assert seen["heatmap"] and seen["heatmap"][0] and seen["heatmap"][1], seen
+        text = driver.find_element("css selector", ".wb-explorer").text
+        assert "Traceback" not in text and "Error" not in text
+        assert len(_history(driver)) == 1
+        driver.execute_script("document.querySelector('.wb-explorer img[alt=\"accuracy per condition\"]')"
+                              ".scrollIntoView();")
+        time.sleep(0.5)
+        driver.save_screenshot(str(tmp_path / "lab-accuracy-and-heatmap.png"))
+
+        # two target clicks in quick succession: the busy overlay shows, one recompute, panels redrawn
+        before = driver.execute_script("return document.querySelector('.wb-explorer').innerHTML;")
+        driver.execute_script(WATCH_BUSY)
+
+        def button(label: str):
+            return driver.find_element(
+                "xpath", "//*[contains(@class,'wb-explorer')]//*[contains(@class,'widget-toggle-buttons')]"
+                         f"[.//*[contains(@class,'widget-label') and normalize-space()='target']]"
+                         f"//button[normalize-space()='{label}']")
+
+        # both clicks in one script: a person's double change, without WebDriver's round trips between them
+        burst = driver.execute_script(
+            "const t0 = performance.now(); arguments[0].click(); arguments[1].click();"
+            "return (performance.now() - t0) / 1000;", button("imx93"), button("imx95"))
+        _wait(lambda: driver.execute_script("return window.__wbBusy.stale && window.__wbBusy.disabled;"), 30,
+              "the busy overlay (knobs disabled, panels dimmed)", interval=0.05)
+        _wait(lambda: _explorer_ready(driver) and len(_history(driver)) >= 2, 120, "the recompute", interval=0.25)
+        time.sleep(1.0)     # a second (queued) recompute would add a row within this
+        rows = _history(driver)
+        driver.save_screenshot(str(tmp_path / "lab-after-burst.png"))
+        after = driver.execute_script("return document.querySelector('.wb-explorer').innerHTML;")
+        seen_after = driver.execute_script(GEOMETRY, list(CONDITIONS))
+        total = time.monotonic() - started
+    finally:
+        driver.quit()
+    assert burst < 0.3, f"the two clicks took {burst:.2f} s, longer than the explorer's debounce"
+    assert len(rows) == 2, f"expected one recompute for the burst, history has {len(rows)} rows: {rows}"
+    assert "imx95" in rows[-1] and not any("imx93" in r for r in rows), rows
+    assert after != before and "on imx95" in after
+    assert not seen_after["wide"] and sorted(set(seen_after["conditions"])) == sorted(CONDITIONS)
+    (tmp_path / "timings.json").write_text(json.dumps({"first_view_s": round(first_view, 1),
+                                                       "total_s": round(total, 1)}))
+    print(f"live JupyterLab: first view {first_view:.1f} s, whole test {total:.1f} s; screenshots in {tmp_path}")
