@@ -152,3 +152,34 @@ def test_cle_on_onnx_keeps_the_function(tmp_path, digits):
     x = np.asarray(digits.select(split="test").x[:1, ::2, ::2], np.float32)
     run = lambda p: ort.InferenceSession(str(p)).run(None, {ort.InferenceSession(str(p)).get_inputs()[0].name: x})[0]  # noqa: E731
     np.testing.assert_allclose(run(out), run(onnx_path), rtol=1e-4, atol=1e-4)
+
+
+def test_onnx_bias_correction_counts_a_shared_input_once():
+    """Two convs reading one tensor: each bias moves by (Q(W) - W) . E[x], E[x] measured once."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from workbench.quantize.equalize import _onnx_bias_correction, fake_quant_weights
+
+    rng = np.random.default_rng(0)
+    w1 = rng.normal(size=(4, 3, 3, 3)).astype(np.float32)
+    w2 = rng.normal(size=(5, 3, 1, 1)).astype(np.float32)
+    arrays = {"w1": w1, "b1": np.zeros(4, np.float32), "w2": w2, "b2": np.zeros(5, np.float32)}
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1", "b1"], ["y1"], name="a", pads=[1, 1, 1, 1]),
+         helper.make_node("Conv", ["x", "w2", "b2"], ["y2"], name="b")],
+        "shared", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 3, 8, 8])],
+        [helper.make_tensor_value_info("y1", onnx.TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in arrays.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = rng.uniform(0.5, 1.5, size=(6, 3, 8, 8)).astype(np.float32)   # NCHW, channel means near 1
+
+    out = dict(arrays)
+    done = _onnx_bias_correction(model, out, lambda n: n.input[1], lambda n: 0, "per_tensor", x)
+    assert done == ["a", "b"]
+    mean_in = x.astype(np.float64).mean(axis=(0, 2, 3))
+    for w, b in (("w1", "b1"), ("w2", "b2")):
+        eps = fake_quant_weights(arrays[w], axis=None) - arrays[w]
+        expected = -np.einsum("oihw,i->o", eps, mean_in)
+        np.testing.assert_allclose(out[b], expected, rtol=1e-4, atol=1e-6)

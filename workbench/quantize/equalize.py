@@ -651,7 +651,7 @@ def _onnx_bias_correction(model: Any, arrays: dict[str, np.ndarray], weight_of: 
     x = np.asarray(calibration, np.float32)
     if len(fixed) == 4 and fixed[1] == x.shape[-1] and fixed[3] != x.shape[-1]:
         x = x.transpose(0, 3, 1, 2)
-    names = [n.input[0] for n in nodes]
+    names = list(dict.fromkeys(n.input[0] for n in nodes))   # one tensor may feed several convs
     sums: dict[str, np.ndarray] = {}   # input name -> its per-channel sum over the samples
     step = 1 if fixed and fixed[0] == 1 else 64
     for start in range(0, len(x), step):
