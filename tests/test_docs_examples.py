@@ -77,6 +77,8 @@ def test_an_internal_error_is_never_written_as_output(tmp_path, monkeypatch):
         docs._in_process(["targets"], tmp_path)
     monkeypatch.undo()
     assert "imx93" in docs._in_process(["targets"], tmp_path)      # a working command: its output
+    with pytest.raises(RuntimeError, match="exited 2"):                # a batch that fails is not an example
+        docs._subprocess(["workbench", "batch", "--targets", "imx99", "--out", str(tmp_path)], tmp_path)
 
 
 def test_a_drifted_block_is_named_with_the_fix(tmp_path, monkeypatch):
