@@ -74,6 +74,9 @@ _EXPORTS = {
     "run_findings": "workbench.findings",
     # runs, batch, explorer
     "RunFolder": "workbench.runs",
+    "StageChain": "workbench.chain",
+    "CalibrationOptions": "workbench.chain",
+    "ChainResult": "workbench.chain",
     "run_batch": "workbench.batch",
     "BatchResult": "workbench.batch",
     "summarize_run": "workbench.runs",

@@ -236,10 +236,6 @@ class RunFolder:
         (the same network the board runs in float), or the model given."""
         return self.reference.tflite if self.reference is not None else self.model_name
 
-    # the names of 0.x (two FP32 files under names that did not say which): removed once every caller moved
-    float_model = source_model
-    fp32_model = fp32_baseline
-
     def recipe(self, recipe: str = "auto") -> str:
         """``recipe``, or the target's default recipe for ``"auto"``."""
         from .chain import resolve_recipe
@@ -332,6 +328,34 @@ class RunFolder:
 
 
 # -- summary across targets --------------------------------------------------------------------
+@dataclass(frozen=True)
+class StageFailure(Result):
+    """``<target>/error.json``, written by the batch when a stage notebook failed: the stage, the error
+    message, the index of the failing cell and the executed notebook (relative to the output folder)."""
+
+    stage: str
+    message: str | None = None
+    cell: int | None = None
+    notebook: str | None = None
+
+    FILE = "error.json"
+
+    @classmethod
+    def read(cls, folder: str | os.PathLike) -> StageFailure | None:
+        """The failure recorded in ``folder`` (a target's run folder), or None when no stage failed."""
+        path = Path(folder) / cls.FILE
+        if not path.is_file():
+            return None
+        try:
+            return cls.from_dict(read_json(path))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            return cls(stage="?", message=f"{path}: unreadable ({type(exc).__name__}: {exc})")
+
+    def summary(self) -> str:
+        return f"{self.stage} failed" + (f" at cell {self.cell}" if self.cell is not None else "") + (
+            f": {self.message}" if self.message else "")
+
+
 @dataclass(frozen=True)
 class ConditionAccuracy(Result):
     """One condition: FP32 and INT8 top-1 accuracy, the drop with its CI, the FP32/INT8 agreement.
@@ -564,7 +588,7 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
     loaded = {s: _load_typed(folder, s) if records[s] is not None else None for s in STAGES}
     done = tuple(s for s in STAGES if loaded[s] is not None)
     q, accuracy, placement, timing = (loaded[s] for s in ("quantize", "accuracy", "placement", "timing"))
-    error = read_json(folder.path / "error.json") if (folder.path / "error.json").is_file() else None
+    error = StageFailure.read(folder.path)
     status = "failed" if error else ("ok" if len(done) == len(STAGES) else "incomplete")
     latency = timing.latency_us if timing is not None else None
     source = _latency_source(timing) if timing is not None else None
@@ -575,8 +599,8 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
         kind_label = timing.latency_label or latency_label(source, board=timing.board or timing.destination,
                                                            delegate=os.path.basename(timing.delegate or "") or None)
     return TargetSummary(
-        target=target, status=status, stages=done, error=error.get("message") if error else None,
-        failed_stage=error.get("stage") if error else None,
+        target=target, status=status, stages=done, error=error.message if error else None,
+        failed_stage=error.stage if error else None,
         recipe=q.recipe.name if q is not None else None,
         accuracy=_accuracy_rows(accuracy) if accuracy is not None else (),
         npu_share=placement.npu_share if placement is not None else None,

@@ -11,7 +11,7 @@ from typing import Any
 
 from .._io import atomic_write_json, atomic_write_text, stable_hash
 from .._results import Result
-from ..runs import RunFolder
+from ..runs import RunFolder, StageFailure
 from ..vocab import STAGE_NOTEBOOKS, SUMMARY_NOTEBOOK
 from . import reuse
 from .console import Console
@@ -81,7 +81,7 @@ class Runner:
                    declared: dict[str, set[str]]) -> TargetRun:
         folder = self.out_dir / params["run_dir"] / target
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "error.json").unlink(missing_ok=True)
+        (folder / StageFailure.FILE).unlink(missing_ok=True)
         done: list[StageRun] = []
         upstream: list[dict[str, str]] = []          # files each earlier stage wrote: part of the next key
         keys: dict[str, dict[str, str]] = {}
@@ -109,8 +109,9 @@ class Runner:
             done.append(result)
             self.console.stage(result)
             if result.status != "ok":
-                atomic_write_json(folder / "error.json", {"stage": stage, "message": result.error,
-                                                          "cell": result.failed_cell, "notebook": result.notebook})
+                failure = StageFailure(stage=stage, message=result.error, cell=result.failed_cell,
+                                       notebook=result.notebook)
+                atomic_write_json(folder / StageFailure.FILE, failure.to_dict())
                 break
         manifest = RunFolder(self.out_dir / params["run_dir"], target=target,
                              model=params.get("model", "reference"), dataset=params.get("dataset", ""))
