@@ -34,7 +34,22 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "00_explore.ipynb
 CONDITIONS = ("daylight", "low-light", "overexposed", "motion-blur", "sensor-noise")
 WIDTH = 1200
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+
+def _missing() -> str:
+    """Why this test cannot run here ('' when it can): checked before any fixture trains or serves."""
+    import importlib.util
+
+    from tests._browser import CHROMIUM, _driver_path
+    if importlib.util.find_spec("selenium") is None:
+        return "selenium is in the dev extra: pip install -e .[dev]"
+    if not Path(CHROMIUM).exists() or _driver_path() is None:
+        return "headless Chromium is not installed (run `make browser` as root: apt-get install -y chromium chromium-driver)"
+    return ""
+
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.skipif(bool(_missing()), reason=_missing() or "-")]
 
 
 def _free_port() -> int:
