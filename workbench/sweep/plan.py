@@ -5,7 +5,8 @@ sizes, exclusion sets); :func:`plan_cells` crosses them.  Exclusion sets are nam
 
 - ``none``: full integer;
 - ``cpu-ops``: the op types the target runs on the CPU anyway (read from the
-  placement of the ``none`` cell's model): keeping them in float costs no NPU op;
+  placement of the full-integer model of the same recipe: a compiler may place one
+  recipe's op on the NPU and another's on the CPU): keeping them in float costs no NPU op;
 - ``worst-K``: the K tensors with the largest quantization error relative to their
   scale (:func:`workbench.quantize.layer_errors`), kept in float; on an NPU that is a
   CPU island unless the op is at an end of the graph, and the recommendation states its
@@ -120,13 +121,15 @@ class SweepSpec(Result):
                 f"{len(self.exclusions)} exclusion set(s) = {self.n_cells} cells")
 
 
-def plan_cells(spec: SweepSpec, exclusions: dict[tuple[str, str], tuple[str, ...]] | None = None
+def plan_cells(spec: SweepSpec, exclusions: dict[tuple[str, ...], tuple[str, ...]] | None = None
                ) -> tuple[SweepCell, ...]:
-    """Every cell of ``spec``; ``exclusions[(target, name)]`` gives a set's resolved ops."""
+    """Every cell of ``spec``; ``exclusions[(target, name, recipe)]`` (or ``[(target, name)]`` for every
+    recipe) gives a set's resolved ops."""
+    found = exclusions or {}
     cells = []
     for target, recipe, strategy, size, excl in itertools.product(
             spec.targets, spec.recipes, spec.strategies, spec.sizes, spec.exclusions):
-        ops = () if excl == "none" else (exclusions or {}).get((target, excl), ())
+        ops = () if excl == "none" else found.get((target, excl, recipe), found.get((target, excl), ()))
         if excl != "none" and not ops:
             continue          # nothing to exclude on this target: the cell equals the 'none' cell
         cells.append(SweepCell(target=target, recipe=recipe, strategy=strategy, size=size,
@@ -134,13 +137,13 @@ def plan_cells(spec: SweepSpec, exclusions: dict[tuple[str, str], tuple[str, ...
     return tuple(cells)
 
 
-def resolve_exclusions(spec: SweepSpec, model_path: str, dataset: Any) -> dict[tuple[str, str], tuple[str, ...]]:
-    """The ops/tensors of each named exclusion set, per target.
+def resolve_exclusions(spec: SweepSpec, model_path: str, dataset: Any) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """The ops/tensors of each named exclusion set: ``{(target, name, recipe): ...}`` or ``{(target, name): ...}``.
 
-    ``cpu-ops``: op types placed on the CPU in the full-integer model of the first recipe
-    (first strategy and size).  ``worst-K``: the K tensors with the largest RMSE/scale in
-    that recipe's quantization (layer errors on the calibration samples), the same on every
-    target.
+    ``cpu-ops``: per target and recipe, the op types placed on the CPU in that recipe's
+    full-integer model (first strategy and size).  ``worst-K``: the K tensors with the largest
+    RMSE/scale in the first recipe's quantization (layer errors on the calibration samples),
+    the same on every target and recipe.
     """
     names = [e for e in spec.exclusions if e != "none"]
     if not names:
@@ -151,13 +154,14 @@ def resolve_exclusions(spec: SweepSpec, model_path: str, dataset: Any) -> dict[t
     from ..quantize.layer_errors import layer_errors
     recipe = next((r for r in spec.recipes if "+" not in r), spec.recipes[0])
     calib = curate_calibration_set(dataset, spec.sizes[0], strategy=spec.strategies[0], seed=spec.seed)
-    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    out: dict[tuple[str, ...], tuple[str, ...]] = {}
     if "cpu-ops" in names:
-        qm = quantize(model_path, recipe, calib, dataset=dataset)
-        for t in spec.targets:
-            report = analyze_placement(qm.path, t, use_vela=spec.use_vela)
-            out[(t, "cpu-ops")] = tuple(sorted({o.type for o in report.ops if o.placement == "CPU"
-                                                and o.type not in ("QUANTIZE", "DEQUANTIZE")}))
+        for r in spec.recipes:
+            qm = quantize(model_path, r, calib, dataset=dataset)
+            for t in spec.targets:
+                report = analyze_placement(qm.path, t, use_vela=spec.use_vela)
+                out[(t, "cpu-ops", r)] = tuple(sorted({o.type for o in report.ops if o.placement == "CPU"
+                                                       and o.type not in ("QUANTIZE", "DEQUANTIZE")}))
     worst = [e for e in names if e.startswith("worst-")]
     if worst:
         errors = layer_errors(model_path, recipe, calib, dataset=dataset)
