@@ -78,6 +78,11 @@ def test_reuse_rules(chain, result, tmp_path):
     assert chain.quantized_fits(result.quantized, result.calibration)
     other_recipe = StageChain(chain.model, chain.dataset, target="imx93", recipe="a8w8_pt")
     assert not other_recipe.quantized_fits(result.quantized, result.calibration)
+    from workbench.quantize.recipe import get_recipe
+    same_fields = StageChain(chain.model, chain.dataset, target="imx93", recipe=get_recipe("a8w8_pc"))
+    assert same_fields.quantized_fits(result.quantized, result.calibration)
+    onnx = StageChain(chain.model, chain.dataset, target="imx93", recipe=get_recipe("a8w8_pc", backend="onnx"))
+    assert not onnx.quantized_fits(result.quantized, result.calibration)     # same name, another backend
     assert chain.placement_fits(result.placement, result.quantized)
     elsewhere = StageChain(chain.model, chain.dataset, target="imx95")
     assert not elsewhere.placement_fits(result.placement, result.quantized)

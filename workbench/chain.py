@@ -227,7 +227,11 @@ class StageChain:
     def quantized_fits(self, saved: QuantizedModel, calibration: CalibrationSet) -> bool:
         """``saved`` was quantized with this recipe from ``calibration`` through this input contract (the
         calibration hash a quantization records includes the contract), and its file is on disk unchanged."""
-        if saved.recipe.name != self.recipe_name:
+        recipe = self.effective_recipe
+        # a named recipe matches by name (as run folders always did); a QuantRecipe (changed backend,
+        # calibrator, exclusions) by every field that makes the model: its cache key part
+        same = saved.recipe.key() == recipe.key() if isinstance(recipe, QuantRecipe) else saved.recipe.name == recipe
+        if not same:
             return False
         from .quantize.engine import calibration_hashes
         return (saved.calibration_hash in calibration_hashes(calibration.hash, self.model, self.input_spec)
