@@ -114,24 +114,36 @@ def test_a_mis_converted_softmax_is_caught(tmp_path):
 
 
 @pytest.mark.slow
-def test_shufflenet_sum_stays_float_and_is_refused():
-    """ShuffleNet's residual ``Sum`` nodes become TFLite ADD_N, which has no INT8 kernel: the converter
-    leaves them in float between DEQUANTIZE/QUANTIZE and reports success; the inspection refuses the
-    "INT8" model and names the ops."""
-    from workbench.errors import QuantizationError
+def test_shufflenet_sums_become_int8_adds():
+    """ShuffleNet's residual ``Sum`` nodes would become TFLite ADD_N, which has no INT8 kernel (the TFLite
+    converter leaves them in float between DEQUANTIZE/QUANTIZE and reports success; the inspection then
+    refuses the "INT8" model).  The converter gives onnx2tf ``Add`` chains instead (exact), so the model
+    converts, agrees with ONNX Runtime on the original file and quantizes to full integer."""
     from workbench.models.convert import convert_onnx
-    from workbench.quantize.engine import quantize
     source = _light("shufflenet")
     x = _images((224, 224, 3))
     converted = convert_onnx(source, samples=x)
     assert all(a.ok for a in converted.agreement) and converted.transposed_inputs
+    assert converted.rewrites == ("Sum -> Add: 13 node(s)",) and "Sum -> Add" in converted.summary()
+    from workbench.placement.analyze import analyze_placement
+    from workbench.quantize.engine import quantize
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WorkbenchWarning)
-        with pytest.raises(QuantizationError, match=r"float ops left in a full-integer model: ADD_N #\d+"):
-            quantize(source, "a8w8_pc", x)
+        q = quantize(source, "a8w8_pc", x)
+    assert q.format == "tflite" and q.full_integer, q.float_ops
+    assert q.conversion["rewrites"] == ["Sum -> Add: 13 node(s)"]
+    # the rule tables only: Vela 3.10.0 did not place this 187-op model within its 600 s time-out on the
+    # loaded 2-core machine (Vela runs on MobileNetV2, the SqueezeNet logits and, heavy, ResNet-50)
+    for target in ("imx8mp", "imx95"):       # measured: imx8mp 186/187 on the NPU, imx95 115/187
+        report = analyze_placement(q.path, target, vela_versions=())
+        assert report.npu_ops + report.cpu_ops == len(report.ops) > 100 and report.npu_share >= 0.5, report.summary()
+        assert "ADD_N" not in {op.type for op in report.ops} and "ADD" in {op.type for op in report.ops}
 
 
-@pytest.mark.heavy      # onnx2tf ran over 20 min at 4 GB on ResNet-50 here: `make test-heavy`, not `make test`
+# ResNet-50 (25M weights): onnx2tf's own TFLite step ran over 20 min at 3.6 GB here and never finished (it
+# re-saves the Keras model with every constant as JSON text); through the converter's driver it converts
+# in about 3 min on the loaded machine, quantizes and places in a few more: `make test-heavy`, not `make test`
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", ["resnet50"])
 def test_onnx_zoo_architectures(name):
     from workbench.models.convert import convert_onnx
@@ -140,6 +152,8 @@ def test_onnx_zoo_architectures(name):
     converted = convert_onnx(source, samples=x)
     assert converted.transposed_inputs and converted.inputs[0].tflite_shape == (1, 224, 224, 3)
     assert all(a.ok for a in converted.agreement)
+    assert converted.rewrites == ("Sum -> Add: 16 node(s)",)
     q, reports = _through_the_pipeline(source, x)
     _check(q, reports)
+    assert q.full_integer, q.float_ops
     assert q.conversion["transposed_inputs"] == list(converted.transposed_inputs)
