@@ -363,8 +363,8 @@ def test_tool_output_stays_out_of_the_cell(ex, capfd):
 
 def test_worst_drop_within_noise_is_said_so():
     from workbench.explore import ConditionAccuracy, _drop_phrase
-    noisy = ConditionAccuracy("fog", 100, 0.9, 0.88, 2.0, -1.0, 5.0)
-    real = ConditionAccuracy("fog", 100, 0.9, 0.80, 10.0, 4.0, 16.0)
+    noisy = ConditionAccuracy("fog", 100, 0.9, 0.88, 2.0, drop_ci_low=-1.0, drop_ci_high=5.0)
+    real = ConditionAccuracy("fog", 100, 0.9, 0.80, 10.0, drop_ci_low=4.0, drop_ci_high=16.0)
     assert "within noise" in _drop_phrase(noisy)
     assert "within noise" not in _drop_phrase(real)
 
@@ -429,6 +429,7 @@ def test_output_capture_takes_python_and_c_level_text_and_lets_go(capfd):
 
 # --------------------------------------------------------------------------- the calibrator, seeds and severity
 
+@pytest.mark.slow      # converts the Keras model with tf2onnx for ONNX Runtime (~45 s on a loaded 2-core machine)
 def test_backend_knob_offers_its_calibrators_and_an_onnx_model_is_not_placed(ex):
     """TFLite calibrates with min/max only; ONNX Runtime has percentile and entropy too, and its QDQ
     model runs on the CPU: the placement panel says so instead of drawing a strip."""
