@@ -52,6 +52,7 @@ def test_reference_is_cached(reference, digits):
     assert again.cache_hit and again.keras == reference.keras and again.accuracy == reference.accuracy
 
 
+@pytest.mark.slow
 def test_training_on_a_small_subset_learns(digits):
     """Real TensorFlow training on 300 samples for 6 epochs beats chance (10%) clearly."""
     from workbench.models.reference import accuracy_by_condition, train
