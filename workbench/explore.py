@@ -51,6 +51,7 @@ from .evaluate.accuracy import AccuracyReport
 from .placement.analyze import PlacementReport
 from .quantize.engine import QuantizedModel
 from .quantize.recipe import BACKENDS, CALIBRATORS, RECIPES, TFLITE_CALIBRATORS, QuantRecipe, get_recipe
+from .runs import ConditionAccuracy  # the one per-condition accuracy row (run summaries use it too)
 from .targets import TARGET_IDS
 from .vocab import Recipe
 
@@ -151,20 +152,6 @@ class ExplorerSettings(Result):
 
 
 @dataclass(frozen=True)
-class ConditionAccuracy(Result):
-    """FP32 and INT8 top-1 accuracy under one condition; the drop (FP32 minus INT8, percentage
-    points, positive = worse) with its paired bootstrap confidence interval."""
-
-    condition: str
-    n: int
-    fp32: float
-    int8: float
-    drop_pp: float
-    drop_ci_low: float
-    drop_ci_high: float
-
-
-@dataclass(frozen=True)
 class Exploration(Result):
     """Everything one setting of the explorer produced."""
 
@@ -194,7 +181,7 @@ class Exploration(Result):
 
     def summary(self) -> str:
         rows = self.accuracy_table()
-        worst = max(rows, key=lambda r: r.drop_pp) if rows else None
+        worst = max(rows, key=lambda r: r.drop_pp or 0.0) if rows else None
         drop = _drop_phrase(worst) if worst else "no accuracy rows"
         p = self.placement
         where = (f"{p.npu_ops}/{len(p.ops)} ops on the NPU, {p.n_cpu_islands} CPU island(s)" if p is not None
@@ -741,19 +728,14 @@ def _target_name(target_id: str) -> str:
 
 def accuracy_rows(report: AccuracyReport, name: str) -> tuple[ConditionAccuracy, ...]:
     """FP32/INT8 pairs per condition from a report whose INT8 candidate is called ``name``."""
-    out = []
-    for cond in report.conditions:
-        ref, row = report.row(cond, report.reference), report.row(cond, name)
-        out.append(ConditionAccuracy(condition=cond, n=row.n, fp32=ref.accuracy, int8=row.accuracy,
-                                     drop_pp=row.drop_pp, drop_ci_low=row.drop_ci_low, drop_ci_high=row.drop_ci_high))
-    return tuple(out)
+    return tuple(ConditionAccuracy.from_report(report, cond, name) for cond in report.conditions)
 
 
 def accuracy_html(result: Exploration) -> str:
     from . import display
     rows = result.accuracy_table()
     conf = result.accuracy.confidence
-    styles = [display.BAD_STYLE if r.drop_ci_low > 0 else "" for r in rows]
+    styles = [display.BAD_STYLE if r.worse_beyond_noise else "" for r in rows]
     label = display.quantized_label(result.settings.effective_recipe)
     return display.table(("condition", "n", "FP32", label, f"drop pp [{conf:.0%} CI]"),
                          [(r.condition, r.n, f"{r.fp32:.2%}", f"{r.int8:.2%}",
@@ -818,7 +800,7 @@ class HistoryEntry(Result):
 
     @property
     def worst(self) -> ConditionAccuracy | None:
-        return max(self.drops, key=lambda r: r.drop_pp) if self.drops else None
+        return max(self.drops, key=lambda r: r.drop_pp or 0.0) if self.drops else None
 
     def summary(self) -> str:
         worst = self.worst
@@ -834,7 +816,8 @@ def history_html(history: Sequence[HistoryEntry], baseline: HistoryEntry | None)
     rows, styles = [], []
     for i, h in enumerate(history, 1):
         worst = h.worst
-        delta = (f"{worst.drop_pp - base.drop_pp:+.2f}" if worst is not None and base is not None else "")
+        delta = (f"{worst.drop_pp - base.drop_pp:+.2f}" if worst is not None and base is not None
+                 and worst.drop_pp is not None and base.drop_pp is not None else "")
         same = next((f"#{j}" for j, e in enumerate(history[:i - 1], 1) if e.sha256 == h.sha256), "")
         rows.append((f"#{i}" + (" (baseline)" if h is baseline else ""), h.settings.label(), h.sha256[:12]
                      + (f" = {same}" if same else ""),
@@ -899,7 +882,7 @@ def _recipe_label(recipe: str) -> str:
 
 def _drop_phrase(row: ConditionAccuracy) -> str:
     """The worst drop, saying so when its confidence interval includes zero."""
-    noise = row.drop_ci_low <= 0 <= row.drop_ci_high
+    noise = row.within_noise
     return (f"worst drop {row.drop_pp:+.1f} pp ({row.condition}"
             + (", within noise: its CI includes 0)" if noise else ")"))
 

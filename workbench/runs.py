@@ -375,6 +375,17 @@ class ConditionAccuracy(Result):
     drop_ci_low: float | None = None             # the drop's paired-bootstrap CI (pp)
     drop_ci_high: float | None = None
 
+    @property
+    def within_noise(self) -> bool:
+        """The drop's confidence interval includes 0 (False without an interval)."""
+        return (self.drop_ci_low is not None and self.drop_ci_high is not None
+                and self.drop_ci_low <= 0 <= self.drop_ci_high)
+
+    @property
+    def worse_beyond_noise(self) -> bool:
+        """The drop's confidence interval lies above 0: the quantized model is worse beyond sampling noise."""
+        return self.drop_ci_low is not None and self.drop_ci_low > 0
+
     @classmethod
     def from_report(cls, report: Any, condition: str, model: str | None = None) -> ConditionAccuracy:
         """The row of ``condition`` for candidate ``model`` (default: the report's first candidate)."""
@@ -431,10 +442,8 @@ class TargetSummary(Result):
         worst = max(self.accuracy, key=lambda a: a.drop_pp or 0.0, default=None)
         parts = [f"{self.target} ({self.recipe or '?'})"]
         if worst is not None and worst.drop_pp is not None:
-            noise = (worst.drop_ci_low is not None and worst.drop_ci_high is not None
-                     and worst.drop_ci_low <= 0 <= worst.drop_ci_high)
             parts.append(f"worst drop {worst.drop_pp:+.1f} pp ({worst.condition}"
-                         + (", within noise: its CI includes 0)" if noise else ")"))
+                         + (", within noise: its CI includes 0)" if worst.within_noise else ")"))
         if self.npu_share is not None:
             parts.append(f"NPU {self.npu_share:.0%}, {self.cpu_islands} CPU island(s)")
         if self.latency_ms is not None:
