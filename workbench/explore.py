@@ -882,6 +882,8 @@ def _recipe_label(recipe: str) -> str:
 
 def _drop_phrase(row: ConditionAccuracy) -> str:
     """The worst drop, saying so when its confidence interval includes zero."""
+    if row.drop_pp is None:
+        return f"no drop measured ({row.condition}: no quantized accuracy)"
     noise = row.within_noise
     return (f"worst drop {row.drop_pp:+.1f} pp ({row.condition}"
             + (", within noise: its CI includes 0)" if noise else ")"))
