@@ -320,10 +320,12 @@ class GraphTaps:
 
     def _onnx_session(self, model: Any) -> Any:
         import onnxruntime as ort
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
+
+        from ..models.predict import ort_session_options
+        content = model.SerializeToString()
+        options = ort_session_options(content)   # QDQ groups as the integer arithmetic they stand for
         try:
-            return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+            return ort.InferenceSession(content, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 - ORT raises its own types
             raise ModelError(f"{self.path}: ONNX Runtime cannot load this model ({exc}).") from exc
 
