@@ -77,3 +77,14 @@ def test_a_failing_sweep_fails_the_batch_and_keeps_its_report(reference, out):
     assert "sweep FAILED" in result.summary()
     assert "An Exception was encountered" in (out / result.sweep.html).read_text()
     assert "Sweep across targets (FAILED" in (out / "index.html").read_text()
+
+
+def test_cli_sweep_axes_reach_the_notebook_as_text():
+    """`workbench batch --sweep -p sizes=64,256 -p recipes=a8w8_pc`: the notebook's axes are comma-separated
+    strings (a Python tuple would be refused as a parameter)."""
+    from workbench.batch.commands import parse_params, sweep_axes
+    common, _ = parse_params(["sizes=64,256", "recipes=a8w8_pc,a8w8_pt", "strategies=random", "serial=True",
+                              "exclusions=none,worst-1"])
+    assert sweep_axes(common) == {"sizes": "64,256", "recipes": "a8w8_pc,a8w8_pt", "strategies": "random",
+                                  "serial": True, "exclusions": "none,worst-1"}
+    assert sweep_axes(parse_params(["sizes=64"])[0]) == {"sizes": "64"}

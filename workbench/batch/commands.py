@@ -102,6 +102,18 @@ def parse_params(items: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, 
     return common, per_target
 
 
+def sweep_axes(params: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's axes as the comma-separated text its notebook takes (``-p sizes=64,256`` parses as a tuple)."""
+    out = dict(params)
+    for axis in ("recipes", "strategies", "sizes", "exclusions"):
+        value = out.get(axis)
+        if isinstance(value, (tuple, list)):
+            out[axis] = ",".join(map(str, value))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            out[axis] = str(value)
+    return out
+
+
 def parse_boards(items: list[str] | None) -> Any:
     if not items:
         return None
@@ -147,10 +159,7 @@ def _batch(args: argparse.Namespace) -> int:
     from .._cli import emit
     from .pipeline import run_batch
     params, per_target = parse_params(args.param)
-    for axis in ("recipes", "strategies", "sizes", "exclusions"):     # the sweep's axes are comma-separated text
-        if isinstance(params.get(axis), (tuple, list, int)):
-            value = params[axis]
-            params[axis] = ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+    params = sweep_axes(params)
     if args.input_spec:
         import os
         params["input_spec"] = os.path.abspath(args.input_spec)   # notebooks run in their run folder
