@@ -216,7 +216,7 @@ def test_explore_notebook_runs_under_papermill(reference, tmp_path):
     import nbformat
     import papermill as pm
     out = tmp_path / "00_explore.out.ipynb"
-    pm.execute_notebook(str(NOTEBOOK), str(out), kernel_name="npu-workbench", cwd=str(tmp_path),
+    pm.execute_notebook(str(NOTEBOOK), str(out), kernel_name="npu-workbench", cwd=str(tmp_path), iopub_timeout=60,
                         parameters={"target": "imx93", "calibration_size": 60,
                                     "calibration_strategy": "random", "conditions": "daylight,low-light"},
                         progress_bar=False)

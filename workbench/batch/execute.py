@@ -18,6 +18,10 @@ from .console import Console
 from .export import Scrubber, export_html
 
 KERNEL = "npu-workbench"
+# Seconds nbclient waits for a cell's last output after the kernel replied.  papermill makes a
+# miss an error and nbclient's default is 4 s, which a loaded 2-core machine exceeds (seen:
+# 40_op_placement failed with "Timeout waiting for IOPub output" at load 15, then passed).
+IOPUB_TIMEOUT = 60
 #: the sweep notebook ``run_batch(sweep=True)`` executes once across the targets (``<out>/sweep/``)
 SWEEP_NOTEBOOK = "60_sweep"
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -197,7 +201,7 @@ class Runner:
             papermill.execute_notebook(
                 str(self.notebooks / f"{stage}.ipynb"), str(output), parameters=params, kernel_name=self.kernel,
                 resources={"metadata": {"path": str(self.out_dir)}}, progress_bar=False, log_output=False,
-                execution_timeout=self.timeout)
+                execution_timeout=self.timeout, iopub_timeout=IOPUB_TIMEOUT)
         except PapermillExecutionError as exc:
             error, cell = self.scrub.text(f"{exc.ename}: {exc.evalue}"), exc.exec_count
         except Exception as exc:  # a kernel that dies or cannot start: still a failed stage, not a crash
