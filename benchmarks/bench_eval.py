@@ -20,6 +20,10 @@ least disturbed pair of measurements), and the ratio of process CPU times (nearl
 processes).  The load average before and after is printed beside the numbers.
 
     .venv/bin/python benchmarks/bench_eval.py [--model INT8.tflite] [--data DATASET] [--batch N] [--repeat 25]
+        [--passes 2] [--same-interpreter]
+
+``--same-interpreter`` runs the raw loop on the predictor's own batch interpreter: the two sides then
+differ only by the workbench's work around ``invoke`` (a second interpreter instance adds a few percent).
 
 Without ``--model`` the reference model is converted to INT8 (per-channel, int8 in/out) in a
 temporary folder.
