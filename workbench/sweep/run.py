@@ -3,7 +3,7 @@
 Executors:
 
 - ``"dask"`` (default): without ``scheduler`` a ``LocalCluster`` of worker processes (one
-  thread each; as many as the machine has cores, at most one per cell) is started and
+  thread each; as many as the machine has cores, at most one per task) is started and
   closed again; with ``scheduler="tcp://HOST:PORT"`` (or ``$DASK_SCHEDULER_ADDRESS``) the
   cells go to that cluster.  Workers need the workbench installed, the model path and a
   shared ``NPU_WORKBENCH_CACHE`` (see docs/sweep.md); a cell's result (small JSON-able
@@ -18,6 +18,12 @@ verified, and the quantized model it names checked by sha256: :func:`.cell.cache
 only the misses are sent to the executor, so a rerun whose cells are all cached starts no
 cluster.  The client sends its loaded dataset to the workers once (``scatter``) instead of
 each worker building it again.
+
+Cells that quantize the same way (same recipe, calibration strategy and size, same ops kept
+in float: the same cell on other targets) are one Dask task (:func:`quantization_groups`,
+:func:`run_cells`): the task quantizes and evaluates once and places the model on each of its
+targets, so two workers never compute the same quantization at the same time, and tasks
+running in parallel are distinct work.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 
 from .._io import sha256_file
 from .cell import THREADS_ENV, CellResult, cached_result, run_cell
-from .plan import SweepError, SweepSpec, plan_cells, resolve_exclusions
+from .plan import SweepCell, SweepError, SweepSpec, plan_cells, resolve_exclusions
 from .result import SweepResult, recommend
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -67,7 +73,8 @@ def sweep(model: str = "tradeoff", *, spec: SweepSpec | None = None, gate: Any =
     executor : ``"dask"`` or ``"serial"``.
     scheduler : a Dask scheduler address (``tcp://HOST:PORT``); default ``$DASK_SCHEDULER_ADDRESS``,
         else a ``LocalCluster``.
-    workers : LocalCluster worker processes (default: the machine's cores, at most the cell count).
+    workers : LocalCluster worker processes (default: the machine's cores, at most the number of
+        quantization groups: cells that differ only in target are one task).
     cache : reuse cached cell results (False runs every cell again and refreshes the cache).
     plots : a folder to write ``pareto.png`` into.
     output : a file to write the whole result into as JSON (written atomically, last).
@@ -160,6 +167,23 @@ def _run_serial(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, 
     return out
 
 
+def quantization_groups(cells: tuple[SweepCell, ...]) -> list[list[int]]:
+    """The indices of ``cells`` grouped by what they quantize: recipe, calibration strategy and size, and
+    the ops kept in float (cells of one group differ only in target, or in an exclusion set's name that
+    resolved to the same ops).  Groups are in the order of their first cell; cells keep their order."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, cell in enumerate(cells):
+        groups.setdefault((cell.recipe, cell.strategy, cell.size, tuple(cell.exclude)), []).append(i)
+    return list(groups.values())
+
+
+def run_cells(cells: tuple[SweepCell, ...], spec: SweepSpec, model_path: str, model_sha: str, *,
+              cache: bool = True, data: Any = None) -> list[CellResult]:
+    """Run ``cells`` one after the other in this process (one Dask task: a quantization group; the first
+    cell quantizes and evaluates, the others find both in the stages' caches and place on their target)."""
+    return [run_cell(cell, spec, model_path, model_sha, cache=cache, data=data) for cell in cells]
+
+
 def worker_env(n_workers: int, cores: int | None = None) -> dict[str, str]:
     """The environment of a LocalCluster worker: TensorFlow, OpenMP/BLAS and the cell's LiteRT runs get
     the cores divided by the workers (at least one thread), instead of every worker using every core."""
@@ -177,6 +201,7 @@ def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, ca
         raise SweepError("the Dask executor needs `dask` and `distributed` (pip install dask distributed), "
                          "or use executor='serial'.") from exc
     cluster = None
+    groups = quantization_groups(cells)
     try:
         if scheduler:
             try:
@@ -187,7 +212,7 @@ def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, ca
                                  f"unset {SCHEDULER_ENV} to run on a LocalCluster.") from None
             where = f"Dask scheduler {scheduler}"
         else:
-            n = workers or min(os.cpu_count() or 1, max(len(cells), 1))
+            n = workers or min(os.cpu_count() or 1, max(len(groups), 1))
             if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
                 raise SweepError(f"`workers` must be a positive integer. Got {workers!r} instead.")
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
@@ -198,19 +223,22 @@ def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, ca
             n_workers = len(client.scheduler_info().get("workers", {})) or 1
             # the client's dataset, sent once to every worker (a worker would spend seconds building it)
             shared = client.scatter(data, broadcast=True) if data is not None else None
-            futures = {client.submit(run_cell, cell, spec, model_path, model_sha, cache=cache, data=shared,
-                                     pure=False): i
-                       for i, cell in enumerate(cells)}
+            # one task per quantization group, submitted in plan order (Dask runs them first in, first out)
+            futures = {client.submit(run_cells, tuple(cells[i] for i in group), spec, model_path, model_sha,
+                                     cache=cache, data=shared, pure=False): group
+                       for group in groups}
             results: list[CellResult | None] = [None] * len(cells)
             with _bar(len(cells), progress) as bar:
                 for future in as_completed(futures):
-                    i = futures[future]
+                    group = futures[future]
                     try:
-                        results[i] = future.result()
-                    except Exception as exc:  # noqa: BLE001 - a lost worker: the cell failed, the sweep goes on
-                        results[i] = CellResult(cell=cells[i], ok=False,
-                                                error=f"{type(exc).__name__} on the Dask worker: {exc}")
-                    bar.update(1)
+                        for i, result in zip(group, future.result(), strict=True):
+                            results[i] = result
+                    except Exception as exc:  # noqa: BLE001 - a lost worker: its cells failed, the sweep goes on
+                        for i in group:
+                            results[i] = CellResult(cell=cells[i], ok=False,
+                                                    error=f"{type(exc).__name__} on the Dask worker: {exc}")
+                    bar.update(len(group))
         finally:
             _close(client)
         return [r for r in results if r is not None], where, n_workers
