@@ -120,3 +120,35 @@ def test_the_coverage_audit_feeds_contract_applied_inputs(pm1_keras, digits):
     assert lo < -0.9 and hi > 0.9, with_spec.calibrated_ranges[INPUT]
     lo0, hi0 = without.calibrated_ranges[INPUT]
     assert lo0 >= 0.0 and hi0 <= 1.0
+
+
+def test_the_calibration_commands_take_the_input_spec(pm1_keras, tmp_path, capsys):
+    """`workbench calibrate` and `workbench audit` apply --input-spec as notebook 10 does."""
+    import json
+
+    from workbench.calibration.activations import INPUT
+    from workbench.cli import main
+    model, spec = pm1_keras
+    cal = tmp_path / "cal.json"
+    assert main(["calibrate", "--strategy", "coverage", "-n", "20", "--model", str(model),
+                 "--input-spec", str(spec), "-o", str(cal), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["params"]["input_contract"] == {"source": str(spec), "normalization": "range [-1, 1]"}
+    assert main(["audit", "--model", str(model), "--calibration", str(cal), "--conditions", "daylight",
+                 "--input-spec", str(spec), "--json"]) == 0
+    lo, hi = json.loads(capsys.readouterr().out)["calibrated_ranges"][INPUT]
+    assert lo < -0.9 and hi > 0.9
+
+
+def test_the_calibration_experiment_quantizes_with_the_input_spec(pm1_keras, digits):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from workbench.calibration.experiment import compare_calibration_strategies
+    model, spec = pm1_keras
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WorkbenchWarning)
+        exp = compare_calibration_strategies(str(model), digits, n=20, strategies=("random", "stratified"),
+                                             recipe="a8w8_pt", conditions=["daylight"], input_spec=str(spec))
+    for path in exp.models.values():
+        scale, zero_point = Interpreter(model_path=path).get_input_details()[0]["quantization"]
+        assert abs(zero_point) <= 1 and scale == pytest.approx(2 / 255, rel=0.02), (path, scale, zero_point)

@@ -37,6 +37,8 @@ def _add_data_model(parser: argparse.ArgumentParser, *, model_required: bool) ->
     parser.add_argument("--model", required=model_required,
                         help="FP32 model (.keras/.h5, SavedModel folder, .onnx or FP32 .tflite), or 'reference' for "
                              "the built-in reference CNN")
+    from ..evaluate.commands import add_input_spec_flag
+    add_input_spec_flag(parser)
 
 
 def register(sub) -> None:
@@ -109,7 +111,7 @@ def _calibrate(args) -> int:
         warnings.simplefilter("always")
         cal = curate_calibration_set(data, args.n, strategy=args.strategy, seed=args.seed,
                                      condition_weights=args.weights, pool=args.pool,
-                                     model=_resolve_model(args.model, data))
+                                     model=_resolve_model(args.model, data), input_spec=args.input_spec)
     notes = _notes(caught)
     if args.output:
         cal.save(args.output)
@@ -140,7 +142,7 @@ def _audit(args) -> int:
     conditions = [c.strip() for c in args.conditions.split(",")] if args.conditions else None
     audit = audit_coverage(_resolve_model(args.model, data), cal, dataset=data, split=args.split,
                            conditions=conditions, clip_threshold=args.clip_threshold,
-                           activation_bits=args.activation_bits)
+                           activation_bits=args.activation_bits, input_spec=args.input_spec)
     if args.plot:
         _save_figure(audit.figure(), args.plot)
     matrix = audit.matrix()
@@ -169,7 +171,7 @@ def _experiment(args) -> int:
                                              strategies=args.strategies, recipe=args.recipe, seed=args.seed,
                                              condition_weights=args.weights, pool=args.pool, split=args.split,
                                              baseline=args.baseline, margin_pp=args.margin,
-                                             repeats=args.repeats)
+                                             repeats=args.repeats, input_spec=args.input_spec)
     notes = list(dict.fromkeys(_notes(caught)))
     if args.plot:
         _save_figure(exp.figure(), args.plot)

@@ -202,7 +202,7 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
                                    pool: str = "calibration", split: str = "test",
                                    conditions: Sequence[str] | None = None, baseline: str | None = None,
                                    margin_pp: float = 1.0, repeats: int = 1,
-                                   fp32_model: Any = None) -> CalibrationExperiment:
+                                   fp32_model: Any = None, input_spec: Any = None) -> CalibrationExperiment:
     """Quantize ``model`` with a calibration set per strategy (same ``n``) and compare per condition.
 
     Parameters
@@ -221,6 +221,8 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
     repeats : draw and quantize each strategy with seeds ``seed .. seed+repeats-1``; drops are
         averaged, and the margin widens to the spread of the baseline's own draws.
     fp32_model : the FP32 model the accuracy report compares with (default: ``model``).
+    input_spec : the model's input contract (card mapping, ``InputContract`` or YAML path) for
+        the coverage embeddings, calibration and evaluation; default the card beside the model.
     """
     from ..data.loaders import load_dataset
     from .activations import model_label
@@ -242,7 +244,7 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
     from ..chain import CalibrationOptions, StageChain
     from ..evaluate.accuracy import compare_accuracy
 
-    chain = StageChain(source, data, recipe=recipe)
+    chain = StageChain(source, data, recipe=recipe, input_spec=input_spec)
     seeds = tuple(range(int(seed), int(seed) + repeats))
     sets, paths, shas = [], {}, {}
     for rep in seeds:
@@ -254,7 +256,8 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
             sets.append(cal)
             paths[f"{s}@{rep}"], shas[f"{s}@{rep}"] = qm.path, qm.sha256
     report = compare_accuracy(fp32_model if fp32_model is not None else source, dict(paths), data,
-                              conditions=list(conditions) if conditions is not None else None, split=split)
+                              conditions=list(conditions) if conditions is not None else None, split=split,
+                              input_spec=input_spec)
     conds = tuple(dict.fromkeys(r.condition for r in report.rows if r.model in paths))
     fp32_rows = {r.condition: r for r in report.rows if getattr(r, "is_reference", r.model == report.reference)}
     rows = []
