@@ -34,7 +34,12 @@ from .curate import STRATEGIES, CalibrationSet
 
 @dataclass(frozen=True)
 class ExperimentRow(Result):
-    """INT8 accuracy of one strategy's model under one condition."""
+    """INT8 accuracy of one strategy's model under one condition.
+
+    Built from :class:`workbench.runs.ConditionAccuracy` (the per-condition row of every report),
+    with the strategy and seed that made the model; ``accuracy``/``fp32_accuracy`` are its
+    ``int8``/``fp32``.
+    """
 
     strategy: str
     seed: int
@@ -259,18 +264,20 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
                               conditions=list(conditions) if conditions is not None else None, split=split,
                               input_spec=input_spec)
     conds = tuple(dict.fromkeys(r.condition for r in report.rows if r.model in paths))
-    fp32_rows = {r.condition: r for r in report.rows if getattr(r, "is_reference", r.model == report.reference)}
+    from ..runs import ConditionAccuracy
     rows = []
     for key in paths:
         strategy, seed_text = key.rsplit("@", 1)
         for c in conds:
-            r = next(r for r in report.rows if r.model == key and r.condition == c)
-            fp32 = fp32_rows[c].accuracy if c in fp32_rows else float(r.accuracy) + float(r.drop_pp) / 100.0
-            rows.append(ExperimentRow(strategy=strategy, seed=int(seed_text), condition=c, n=int(r.n),
-                                      accuracy=float(r.accuracy), fp32_accuracy=float(fp32),
-                                      drop_pp=float(r.drop_pp), ci_low=_maybe(r, "ci_low"),
-                                      ci_high=_maybe(r, "ci_high"), drop_ci_low=_maybe(r, "drop_ci_low"),
-                                      drop_ci_high=_maybe(r, "drop_ci_high")))
+            # the per-condition row every report uses, then the strategy and seed it belongs to
+            a = ConditionAccuracy.from_report(report, c, model=key)
+            assert a.n is not None and a.int8 is not None and a.drop_pp is not None   # `key` is a candidate
+            fp32 = a.fp32 if a.fp32 is not None else a.int8 + a.drop_pp / 100.0
+            rows.append(ExperimentRow(strategy=strategy, seed=int(seed_text), condition=c, n=int(a.n),
+                                      accuracy=float(a.int8), fp32_accuracy=float(fp32),
+                                      drop_pp=float(a.drop_pp), ci_low=_maybe(a, "ci_low"),
+                                      ci_high=_maybe(a, "ci_high"), drop_ci_low=_maybe(a, "drop_ci_low"),
+                                      drop_ci_high=_maybe(a, "drop_ci_high")))
     verdicts, conclusion = _verdicts(rows, strategies, seeds, conds, baseline, margin_pp, n, data.name)
     return CalibrationExperiment(
         dataset=data.name, model=model_label(model), recipe=str(getattr(recipe, "name", recipe)), n=int(n),
