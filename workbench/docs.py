@@ -204,6 +204,7 @@ _MASKS = (
     (re.compile(r"\b(p50|p99|mean) \d+\.\d+"), r"\1 <ms>"),
     (re.compile(r"\b\d{8}-\d{6}\b"), "<run-id>"),                                # run ids from the clock
     (re.compile(r"\bsha256 [0-9a-f]{12,64}\b"), "sha256 <hash>"),                 # ONNX Runtime's QDQ bytes vary
+    (re.compile(r"(\$NPU_WORKBENCH_CACHE/[\w-]+/)[0-9a-f]{12,64}/"), r"\1<key>/"),  # cache folders
 )
 
 

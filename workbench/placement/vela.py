@@ -183,7 +183,8 @@ def run_vela(model: str | Path, *, config: dict[str, str] | None = None, use_cac
     else:
         env = _tool_env(version)
         version = env.versions.get("ethos-u-vela", version)
-    key = stable_hash({"model": sha256_file(model), "vela": version, "config": config,
+    # the ini by content, not by where this machine's venv keeps it: the same compile, the same key
+    key = stable_hash({"model": sha256_file(model), "vela": version, "config": {**config, "config": ini.name},
                        "ini": sha256_file(ini)})[:24]
     folder = cache_dir("vela") / key
     cached = use_cache and folder.is_dir()
