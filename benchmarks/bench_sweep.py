@@ -26,7 +26,9 @@ that cluster's scheduler (which scatters the dataset, submits the tasks and coll
 the engine), then the close.  The warm-up pays what every fresh process pays once before its first
 cell: TensorFlow, LiteRT and the workbench stages imported, the model loaded for its input contract.
 Each phase line prints start-up, cells and total seconds, the sum of the cells' own seconds and the
-1-minute load average at the phase's start and end.
+1-minute load average at the phase's start and end.  First, a CPU probe prints what the machine gives two
+CPU-bound processes right now (two pure-Python loops at once against one: 2.00 = two free cores); two
+Dask workers cannot scale beyond it.
 
 The last line prints the ratios with their goals (warm/cold < 0.10, dask1/serial <= 1.2,
 dask1/dask2 >= 1.6).  The goal ratios use the cells' time (start-up excluded: the engine on real
@@ -83,6 +85,26 @@ def warm_up(model_path: str) -> float:
     return time.perf_counter() - t
 
 
+def _burn(n: int = 10_000_000) -> float:
+    t = time.perf_counter()
+    total = 0
+    for i in range(n):
+        total += i * i
+    return time.perf_counter() - t
+
+
+def cpu_scaling() -> float:
+    """What the machine gives two CPU-bound processes right now: their speed-up over one (2.0 = two free cores)."""
+    import multiprocessing
+    one = _burn()
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        pool.map(_burn, [1000, 1000])                 # the processes started before the clock
+        t = time.perf_counter()
+        pool.map(_burn, [10_000_000] * 2)
+        two = time.perf_counter() - t
+    return 2 * one / two
+
+
 def _fresh_cache(root: Path, name: str) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
@@ -122,6 +144,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     print(f"{spec.n_cells} cells (cold/warm), {scaling.n_cells} cells in {n_groups} quantization task(s) "
           f"(serial/Dask); caches under {root}; {cores} cores, load {os.getloadavg()[0]:.1f}", flush=True)
+    probe = cpu_scaling()
+    print(f"CPU probe: two pure-Python processes at once {probe:.2f}x one (2.00 = two free cores)", flush=True)
     loads: list[float] = []
     rows: dict[str, dict[str, float]] = {}
 
@@ -166,6 +190,10 @@ def main() -> None:
     print(f"  {warm.cache_hits}/{len(warm.cells)} cache hits, {warm.scheduler}", flush=True)
     if [c.cell for c in warm.cells] != [c.cell for c in cold.cells]:
         raise SystemExit("the warm sweep planned other cells than the cold one")
+    if warm.cache_hits < len(warm.cells):     # a cell's key holds the sha256 of the sweep's and placement's code
+        print("  NOT all hits: a file in a cell's key (workbench/sweep/cell.py, plan.py, placement/analyze.py, "
+              "vela.py, the toolchain) changed during the cold phase; the warm time is not a rerun: run again",
+              flush=True)
 
     # 3. serial, cold, in a fresh process
     _fresh_cache(root, "serial")
@@ -188,10 +216,10 @@ def main() -> None:
     else:
         dask_phase(d2_name, scaling, 2, "dask2")
     serial, d1, d2 = rows["serial loop (fresh process)"], rows["Dask LocalCluster, 1 worker"], rows[d2_name]
-    print(f"warm/cold {warm_s / cold_s:.3f} (goal < 0.10); cells only: dask1/serial {d1['cells'] / serial['cells']:.2f} "
-          f"(goal <= 1.2), dask1/dask2 {d1['cells'] / d2['cells']:.2f} (goal >= 1.6) [with start-up: "
-          f"{d1['total'] / serial['total']:.2f}, {d1['total'] / d2['total']:.2f}]; {scaling.n_cells} scaling cells; "
-          f"load avg {min(loads):.1f}..{max(loads):.1f} on {cores} cores")
+    print(f"warm/cold {warm_s / cold_s:.3f} (goal < 0.10); cells only: dask1/serial {d1['cells'] / serial['cells']:.3f} "
+          f"(goal <= 1.2), dask1/dask2 {d1['cells'] / d2['cells']:.3f} (goal >= 1.6) [with start-up: "
+          f"{d1['total'] / serial['total']:.3f}, {d1['total'] / d2['total']:.3f}]; {scaling.n_cells} scaling cells; "
+          f"load avg {min(loads):.1f}..{max(loads):.1f} on {cores} cores; CPU probe {probe:.2f}x")
 
 
 if __name__ == "__main__":
