@@ -9,32 +9,15 @@ def register(sub) -> None:
     model_sub = model.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     ref = model_sub.add_parser("reference", help="the reference CNN (shipped weights, or --retrain); print its "
                                                  "exports and FP32 accuracy per condition")
-    ref.add_argument("--data", default="digits-conditions", help="dataset to train on (default: digits-conditions)")
-    ref.add_argument("--seed", type=int, default=0)
-    ref.add_argument("--no-cache", action="store_true", help="rebuild the exports even when they are cached")
-    ref.add_argument("--retrain", action="store_true",
-                     help="train from the recipe instead of using the shipped weights, and print how far the "
-                          "retrained accuracy is from the shipped one per condition")
-    add_json_flag(ref)
+    _builtin_flags(ref, metric="accuracy", data=True)
     ref.set_defaults(func=_reference)
     trade = model_sub.add_parser("tradeoff", help="the trade-off demo model of `workbench sweep` (shipped weights, or "
                                                   "--retrain); print its exports and FP32 accuracy per condition")
-    trade.add_argument("--data", default="digits-conditions", help="dataset to train on (default: digits-conditions)")
-    trade.add_argument("--seed", type=int, default=0)
-    trade.add_argument("--no-cache", action="store_true", help="rebuild the exports even when they are cached")
-    trade.add_argument("--retrain", action="store_true",
-                       help="train from the recipe instead of using the shipped weights, and print how far the "
-                            "retrained accuracy is from the shipped one per condition")
-    add_json_flag(trade)
+    _builtin_flags(trade, metric="accuracy", data=True)
     trade.set_defaults(func=_tradeoff)
     kp = model_sub.add_parser("keypoints", help="the keypoint regression model on digits-keypoints (shipped weights, "
                                                 "or --retrain); print its exports and FP32 PCK per condition")
-    kp.add_argument("--seed", type=int, default=0, help="seed of the dataset and the training (default: 0)")
-    kp.add_argument("--no-cache", action="store_true", help="rebuild the exports even when they are cached")
-    kp.add_argument("--retrain", action="store_true",
-                    help="train from the recipe instead of using the shipped weights, and print how far the "
-                         "retrained PCK is from the shipped one per condition")
-    add_json_flag(kp)
+    _builtin_flags(kp, metric="PCK", data=False)
     kp.set_defaults(func=_keypoints)
     conv = model_sub.add_parser("convert", help="convert an FP32 .onnx to a SavedModel and FP32 .tflite with onnx2tf "
                                                 "(its pinned tool env), NCHW->NHWC recorded, checked against ONNX "
@@ -50,6 +33,22 @@ def register(sub) -> None:
     conv.add_argument("--no-cache", action="store_true", help="convert again even when the conversion is cached")
     add_json_flag(conv)
     conv.set_defaults(func=_convert)
+
+
+def _builtin_flags(parser, *, metric: str, data: bool) -> None:
+    """The flags every built-in model command takes (``--data`` where it trains on a chosen dataset)."""
+    from .._cli import add_json_flag
+    if data:
+        parser.add_argument("--data", default="digits-conditions",
+                            help="dataset to train on (default: digits-conditions)")
+        parser.add_argument("--seed", type=int, default=0)
+    else:
+        parser.add_argument("--seed", type=int, default=0, help="seed of the dataset and the training (default: 0)")
+    parser.add_argument("--no-cache", action="store_true", help="rebuild the exports even when they are cached")
+    parser.add_argument("--retrain", action="store_true",
+                        help="train from the recipe instead of using the shipped weights, and print how far the "
+                             f"retrained {metric} is from the shipped one per condition")
+    add_json_flag(parser)
 
 
 def _convert(args) -> int:
