@@ -208,6 +208,28 @@ def test_uint16_and_nan_pixels_are_errors(pixels):
     assert e.value.issue.to_dict()["evidence"]["index"] == 2
 
 
+def test_the_one_reduction_accept_agrees_with_the_exact_range_check():
+    # check_pixels accepts a batch by one max over its bits when every value is in [+0, 1 + tolerance];
+    # every other batch (negatives within the tolerance, -0.0, values at the edge, NaN) is decided by
+    # min/max.  Here each batch is also judged the plain way, in float64.
+    top = np.float32(1.0001)
+    edge = [np.nextafter(top, np.float32(0)), top, np.nextafter(top, np.float32(2)), np.float32(1.0),
+            np.float32(-0.0), np.float32(-1e-4), np.float32(-1.0001e-4), np.float32(np.nan), np.float32(np.inf),
+            np.float32(1e-45), np.float32(-1e-45)]
+    rng = np.random.default_rng(3)
+    for value in edge:
+        for count in (1, 5):
+            x = rng.random((4, 3, 3, 1), dtype=np.float32)
+            x.flat[rng.choice(x.size, count, replace=False)] = value
+            plain = x.astype(np.float64)
+            ok = bool(np.isfinite(plain).all() and plain.min() >= -1e-4 and plain.max() <= 1.0 + 1e-4)
+            if ok:
+                assert check_pixels(x) is x or np.array_equal(check_pixels(x), x)
+            else:
+                with pytest.raises(ContractError, match="sample #"):      # names the sample (no IndexError)
+                    check_pixels(x)
+
+
 # -- the board runner applies the same contract from plain JSON parameters --------------------------
 
 @pytest.mark.parametrize("card", [{"color": "grayscale", "range": [-1, 1]},

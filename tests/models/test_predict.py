@@ -11,6 +11,7 @@ from workbench.models.predict import (
     dequantize_output,
     load_predictor,
     quantize_input,
+    quantize_scratch,
     resolve_model_path,
 )
 
@@ -125,6 +126,46 @@ def test_quantization_helpers_use_the_given_parameters():
     assert quantize_input(x, 0.25, -128, np.int8).tolist() == [-128, -127, -128, -124, 127]
     assert quantize_input(x, 0.25, 3, np.uint8).tolist() == [3, 4, 2, 7, 255]
     np.testing.assert_allclose(dequantize_output(np.array([-128, 0, 127], np.int8), 0.5, -10), [-59.0, 5.0, 68.5])
+
+
+def _quantize_plainly(x, scale, zero_point, dtype):
+    """The definition quantize_input implements, written the plain way (one new array per step)."""
+    info = np.iinfo(dtype)
+    v = np.asarray(x, np.float32) / np.float32(scale)
+    v = np.trunc(v + np.copysign(np.float32(0.5), v)) + np.float32(zero_point)
+    return np.clip(v, info.min, info.max).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype, zero_points", [(np.int8, (-128, 0, 5, 127)), (np.uint8, (0, 3, 128, 255)),
+                                                (np.int16, (0,))])
+def test_quantize_input_equals_its_plain_definition_bit_for_bit(dtype, zero_points):
+    rng = np.random.default_rng(0)
+    patterns = rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    patterns = patterns[np.isfinite(patterns)]                      # every magnitude and sign
+    ties = np.arange(-70000, 70000, dtype=np.float32) / 2           # every .5 the types can reach
+    edges = np.array([0.0, -0.0, 0.49999997, -0.49999997, 127.5, -128.5, 255.5, 1e-45, -1e-45, 3e38, -3e38,
+                      np.inf, -np.inf], np.float32)
+    with np.errstate(over="ignore"):
+        for scale in (1 / 255, 2 / 255, 0.0123, 1.0, 7.5):
+            for zero_point in zero_points:
+                room = np.iinfo(dtype).max - zero_point                     # largest v that needs no clip
+                in_range = (np.arange(0, 2 * room, dtype=np.float32) / 2,    # ties up to the top (shortcut)
+                            rng.random(10_000, dtype=np.float32) * np.float32(room),
+                            np.array([0.0, 1e-45, 0.49999997], np.float32))
+                signed = (patterns, ties * np.float32(scale), edges, edges * np.float32(scale))
+                unsigned = (np.abs(patterns), np.abs(ties) * np.float32(scale),
+                            np.array([-0.0, 0.0, 0.5, 1.5], np.float32) * np.float32(scale),   # -0.0
+                            np.arange(0, 2 * room + 2, dtype=np.float32) / 2 * np.float32(scale),   # just over
+                            *(v * np.float32(scale) for v in in_range))
+                for values in signed + unsigned:
+                    want = _quantize_plainly(values, scale, zero_point, dtype)
+                    got = quantize_input(values, scale, zero_point, np.dtype(dtype))
+                    assert got.dtype == dtype
+                    np.testing.assert_array_equal(got, want, err_msg=f"scale {scale}, zero point {zero_point}")
+                    out = np.full(values.shape, 7, dtype)                 # into a given buffer, scratch reused
+                    scratch = quantize_scratch(values.shape, np.dtype(dtype))
+                    assert quantize_input(values, scale, zero_point, np.dtype(dtype), out=out, scratch=scratch) is out
+                    np.testing.assert_array_equal(out, want)
 
 
 def test_errors_name_the_model_and_what_did_not_fit(tiny, tmp_path):

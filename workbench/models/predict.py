@@ -23,6 +23,7 @@ Speed without trusting a shortcut:
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from pathlib import Path
@@ -35,6 +36,7 @@ from .formats import model_format
 
 DEFAULT_BATCH = 128
 _VERIFY_SAMPLES = 4
+_GROUP_BYTES = 32 << 20   # model inputs prepared ahead of running them (see Predictor.predict_outputs)
 
 
 def resolve_model_path(model: Any) -> str:
@@ -50,21 +52,79 @@ def resolve_model_path(model: Any) -> str:
                      "folder, .tflite, .onnx), a QuantizedModel or a ReferenceModel.")
 
 
-def quantize_input(x: np.ndarray, scale: float, zero_point: int, dtype: np.dtype) -> np.ndarray:
+_SIGN_BIT, _HALF_BITS, _INF_BITS = np.uint32(0x80000000), np.uint32(0x3F000000), np.uint32(0x7F800000)
+# float32 bit patterns: the sign bit, 0.5, +infinity
+
+
+def quantize_input(x: np.ndarray, scale: float, zero_point: int, dtype: np.dtype, *,
+                   out: np.ndarray | None = None, scratch: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
     """Float to integer with the model's input parameters, as TFLite's QUANTIZE does:
-    ``round(x / scale) + zero_point`` (half away from zero), clipped to the type's range."""
-    info = np.iinfo(dtype)
-    v = np.divide(np.asarray(x, np.float32), np.float32(scale), dtype=np.float32)
-    half = np.copysign(np.float32(0.5), v)
-    v += half
-    np.trunc(v, out=v)
-    v += np.float32(zero_point)
-    np.clip(v, info.min, info.max, out=v)
-    return v.astype(dtype)
+    ``round(x / scale) + zero_point`` (half away from zero), clipped to the type's range.
+
+    Computed in float32 as ``trunc(v + copysign(0.5, v)) + zero_point`` clipped, ``v = x / scale``,
+    in as few passes over the data as that allows (the same numbers every way):
+
+    - the clip is taken before the truncation (``trunc`` is monotone and the bounds are integers,
+      so the result is the same) and the truncation is the float-to-int cast itself;
+    - one reduction tells whether any ``v`` is negative and finds the largest (read as unsigned
+      32-bit integers, float32 values from +0 up keep their order and every negative one lies
+      above them).  With none negative, ``copysign`` is just 0.5, the clip is needed only if the
+      largest value lands above the range, and the cast writes the unsigned type of the same size,
+      to which the zero point is added with wrap-around: exactly the signed sum, as it is in range;
+    - otherwise ``copysign`` is two bit operations and the cast goes through a wider integer.
+
+    ``out`` (an integer array of ``x``'s shape, e.g. an interpreter's own input buffer) receives
+    the result; ``scratch`` (from :func:`quantize_scratch`) holds intermediate values between
+    calls.  Both only spare allocations.
+    """
+    dtype = np.dtype(dtype)
+    info = _int_range(dtype)
+    low, high = info.min - zero_point, info.max - zero_point             # the clip, before adding the zero point
+    x = np.asarray(x, np.float32)
+    v, half, whole = scratch if scratch is not None else quantize_scratch(x.shape, dtype)
+    if out is None:
+        out = np.empty(x.shape, dtype)
+    np.divide(x, np.float32(scale), out=v)
+    top = v.view(np.uint32).max() if v.size else np.uint32(0)
+    if top <= _INF_BITS:                                              # no value negative (nor -0.0, nor NaN)
+        v += np.float32(0.5)
+        if top.view(np.float32) + np.float32(0.5) >= high + 1:
+            np.clip(v, np.float32(0), _bound(dtype, high), out=v)
+        unsigned = out.view(np.dtype(f"u{dtype.itemsize}"))
+        np.copyto(unsigned, v, casting="unsafe")                     # float -> int truncates toward zero
+        np.add(unsigned, unsigned.dtype.type(zero_point % (1 << 8 * dtype.itemsize)), out=unsigned)
+        return out
+    np.bitwise_and(v.view(np.uint32), _SIGN_BIT, out=half)          # copysign(0.5, v) ...
+    np.bitwise_or(half, _HALF_BITS, out=half)
+    v += half.view(np.float32)                                       # ... added to v
+    np.clip(v, _bound(dtype, low), _bound(dtype, high), out=v)
+    np.copyto(whole, v, casting="unsafe")                            # float -> int truncates toward zero
+    np.add(whole, zero_point, out=out, casting="unsafe")             # in range after the clip
+    return out
+
+
+def _bound(dtype: np.dtype, value: int) -> Any:
+    """A clip bound: float32 for 8- and 16-bit types (exact, and a faster clip), else a Python float."""
+    return np.float32(value) if dtype.itemsize <= 2 else float(value)
+
+
+@functools.cache
+def _int_range(dtype: np.dtype) -> np.iinfo:
+    return np.iinfo(dtype)                                           # built once per type: it costs microseconds
+
+
+def quantize_scratch(shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Work arrays for :func:`quantize_input` on inputs of ``shape`` quantized to ``dtype``."""
+    wide = np.int16 if np.dtype(dtype).itemsize == 1 else np.int64
+    return np.empty(shape, np.float32), np.empty(shape, np.uint32), np.empty(shape, wide)
 
 
 def dequantize_output(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
-    return ((q.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)).astype(np.float32)
+    """Integer to float32: ``(q - zero_point) * scale``, in float32 (a new array)."""
+    y = q.astype(np.float32)
+    y -= np.float32(zero_point)
+    y *= np.float32(scale)
+    return y
 
 
 class Predictor:
@@ -109,6 +169,12 @@ class Predictor:
 
     def _run_batch(self, xb: np.ndarray) -> list[np.ndarray]:   # (B, ...) -> [(B, V0), ...], B <= batch_size
         raise NotImplementedError
+
+    def _encode(self, x: np.ndarray) -> np.ndarray:             # model inputs -> what the backend is fed
+        return x
+
+    def _decode(self, outputs: list[np.ndarray]) -> list[np.ndarray]:   # backend outputs -> float32
+        return [np.asarray(o, np.float32) for o in outputs]
 
     # -- the shared pipeline ---------------------------------------------------------------
     def check_input(self, x: np.ndarray) -> np.ndarray:
@@ -175,7 +241,14 @@ class Predictor:
         return self.predict_outputs(x, ids=ids)[0]
 
     def predict_outputs(self, x: Any, *, ids: Any = None) -> list[np.ndarray]:
-        """Every output tensor, ``[(N, V0), (N, V1), ...]`` float32, for the images ``x``."""
+        """Every output tensor, ``[(N, V0), (N, V1), ...]`` float32, for the images ``x``.
+
+        Batches are prepared (contract, checks, input quantization) a group at a time, up to
+        32 MB of model inputs, and the group is then run back to back: the preparation's code and
+        the model's kernels each stay warm in the CPU caches instead of evicting each other every
+        batch (on the reference model, 6% of the evaluation time).  Integer outputs are
+        dequantized once, at the end.
+        """
         n = len(x)
         if n == 0:
             raise ModelError(f"{self.path}: nothing to predict (0 images).")
@@ -184,22 +257,23 @@ class Predictor:
         parts: list[list[np.ndarray]] = []
         start = 0
         if self._batched_ready is None:
-            first_in = self._inputs(x[:step], ids_of(0, step))
+            first_in = self._encode(self._inputs(x[:step], ids_of(0, step)))
             first = self._try_batched(first_in)
             self._batched_ready = first is not None
             self.mode = "batched" if self._batched_ready else "per-sample"
-            if first is not None:
-                parts.append(first)
-                start = len(first_in)
-            else:
-                parts.append(self._per_sample(first_in))
-                start = len(first_in)
+            parts.append(first if first is not None else self._per_sample(first_in))
+            start = len(first_in)
+        group: list[np.ndarray] = []
+        group_bytes = 0
         for b in range(start, n, step):
-            xb = self._inputs(x[b:b + step], ids_of(b, b + step))
-            parts.append(self._run_batch(xb) if self._batched_ready else self._per_sample(xb))
-        if len(parts) == 1:
-            return [np.asarray(o, np.float32) for o in parts[0]]
-        return [np.concatenate([p[k] for p in parts]).astype(np.float32, copy=False) for k in range(len(parts[0]))]
+            xb = self._encode(self._inputs(x[b:b + step], ids_of(b, b + step)))
+            group.append(xb)
+            group_bytes += xb.nbytes
+            if group_bytes >= _GROUP_BYTES or b + step >= n:
+                parts.extend(self._run_batch(g) if self._batched_ready else self._per_sample(g) for g in group)
+                group, group_bytes = [], 0
+        merged = parts[0] if len(parts) == 1 else [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))]
+        return self._decode(merged)
 
     def _per_sample(self, xb: np.ndarray) -> list[np.ndarray]:
         runs = [self._run_one(xb[i:i + 1]) for i in range(len(xb))]
@@ -207,7 +281,8 @@ class Predictor:
 
     def _try_batched(self, first: np.ndarray) -> list[np.ndarray] | None:
         """Open the batch path and run the first batch; its first samples are checked against
-        one-sample runs of the original model.  Returns the first batch's outputs, or ``None``."""
+        one-sample runs of the original model.  Returns the first batch's outputs (as
+        ``_run_batch`` gives them), or ``None``."""
         try:
             if not self._open_batched():
                 return None
@@ -217,7 +292,7 @@ class Predictor:
         probe = first[:_VERIFY_SAMPLES]
         single = self._per_sample(probe)
         agree = len(batched) == len(single)
-        for k, (b, s) in enumerate(zip(batched, single)):
+        for k, (b, s) in enumerate(zip(self._decode(batched), single)):
             scale = float(np.max(np.abs(s))) + 1e-6
             if b.shape != (len(first), s.shape[1]) or not np.allclose(
                     b[:len(probe)], s, rtol=1e-3, atol=1e-3 * scale + self._atol(k)):
@@ -265,6 +340,7 @@ class TFLitePredictor(Predictor):
         self.output_names = tuple(o["name"] for o in outputs)
         self._batch_interp: Any = None   # a LiteRT interpreter with a free batch, opened on first need
         self._batch_rows = 0
+        self._scratch_buffers: tuple[np.ndarray, ...] | None = None   # see _scratch
 
     def _quant(self, detail: dict) -> tuple[float, int] | None:
         if not np.issubdtype(np.dtype(detail["dtype"]), np.integer):
@@ -279,12 +355,25 @@ class TFLitePredictor(Predictor):
         q = self._out_qs[k] if k < len(self._out_qs) else None
         return 2.0 * q[0] if q else 0.0
 
-    def _prepare(self, x: np.ndarray) -> np.ndarray:
+    def _encode(self, x: np.ndarray) -> np.ndarray:
         if x.dtype == self._in["dtype"] and self._in_q:   # already quantized (pixel lookup table)
             return x
         if self._in_q:
-            return quantize_input(x, *self._in_q, np.dtype(self._in["dtype"]))
+            return quantize_input(x, *self._in_q, np.dtype(self._in["dtype"]), scratch=self._scratch(x.shape))
         return x.astype(self._in["dtype"], copy=False)
+
+    def _scratch(self, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+        """:func:`quantize_scratch` for inputs of ``shape``, kept between batches: made for the
+        largest batch so far, a smaller one uses its first rows."""
+        rows = shape[0] if shape else 1
+        if self._scratch_buffers is None or self._scratch_buffers[0].shape[1:] != shape[1:] \
+                or len(self._scratch_buffers[0]) < rows:
+            self._scratch_buffers = quantize_scratch(shape, np.dtype(self._in["dtype"]))
+        return tuple(a[:rows] for a in self._scratch_buffers)
+
+    def _decode(self, outputs: list[np.ndarray]) -> list[np.ndarray]:
+        return [dequantize_output(y, *q) if q and np.issubdtype(y.dtype, np.integer) else np.asarray(y, np.float32)
+                for y, q in zip(outputs, self._out_qs)]
 
     def _pixel_table(self, per_value: np.ndarray) -> np.ndarray:
         return quantize_input(per_value, *self._in_q, np.dtype(self._in["dtype"])) if self._in_q else per_value
@@ -298,7 +387,7 @@ class TFLitePredictor(Predictor):
         return out
 
     def _run_one(self, x1: np.ndarray) -> list[np.ndarray]:
-        self._one.set_tensor(self._in["index"], self._prepare(x1))
+        self._one.set_tensor(self._in["index"], self._encode(x1))
         self._one.invoke()
         return self._finish(self._one, 1)
 
@@ -320,16 +409,19 @@ class TFLitePredictor(Predictor):
 
     def _run_batch(self, xb: np.ndarray) -> list[np.ndarray]:
         n = len(xb)
-        xq = self._prepare(xb)
-        if n != self._batch_rows:
-            if n < self._batch_rows and self._batch_rows == self.batch_size:
-                xq = np.concatenate([xq, np.zeros((self._batch_rows - n, *xq.shape[1:]), xq.dtype)])
-            else:
-                self._resize(n)
+        if n != self._batch_rows and not (n < self._batch_rows == self.batch_size):
+            self._resize(n)                       # a short last batch is padded instead (zeros, outputs dropped)
         interp = self._batch_interp
-        interp.set_tensor(self._in["index"], xq)
+        buffer = interp.tensor(self._in["index"])()   # the input tensor's own memory: written in place
+        if buffer.shape[1:] != xb.shape[1:]:
+            raise ModelError(f"{self.path}: the model takes {tuple(buffer.shape[1:])} per sample, got "
+                             f"{tuple(xb.shape[1:])}.")
+        buffer[:n] = self._encode(xb)
+        buffer[n:] = 0
+        del buffer                                # LiteRT refuses to invoke while a view of its memory is held
         interp.invoke()
-        return self._finish(interp, n)
+        outputs = [interp.get_tensor(d["index"])[:n] for d in self._outs]              # raw: see _decode
+        return [y.reshape(len(y), -1) for y in outputs]
 
 
 def batch_free_tflite(content: bytes) -> bytes | None:
