@@ -36,7 +36,7 @@ from .formats import model_format
 
 DEFAULT_BATCH = 128
 _VERIFY_SAMPLES = 4
-_GROUP_BYTES = 32 << 20   # model inputs prepared ahead of running them (see Predictor.predict_outputs)
+_GROUP_BYTES = 8 << 20    # model inputs prepared ahead of running them (see Predictor.predict_outputs)
 
 
 def resolve_model_path(model: Any) -> str:
@@ -244,7 +244,7 @@ class Predictor:
         """Every output tensor, ``[(N, V0), (N, V1), ...]`` float32, for the images ``x``.
 
         Batches are prepared (contract, checks, input quantization) a group at a time, up to
-        32 MB of model inputs, and the group is then run back to back: the preparation's code and
+        8 MB of model inputs, and the group is then run back to back: the preparation's code and
         the model's kernels each stay warm in the CPU caches instead of evicting each other every
         batch (on the reference model, 6% of the evaluation time).  Integer outputs are
         dequantized once, at the end.
