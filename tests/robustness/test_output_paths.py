@@ -140,16 +140,41 @@ def test_quantize_output_is_checked_before_any_work(tmp_path, precious, target, 
     assert snapshot(precious) == files and stat.S_ISCHR(os.lstat(os.devnull).st_mode)
 
 
+def _dead_pid() -> str:
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+
+
 def test_temporaries_of_a_killed_process_are_removed_on_the_next_write(tmp_path):
     import subprocess
     import sys
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
-    stale = tmp_path / f".out.json.{dead}.abc123.tmp"
-    stale.mkdir()
-    (stale / "out.json").write_text("{half")
+    code = ("import sys; from workbench._io import make_own_temporary as m; t = m(sys.argv[1], '.out.json.'); "
+            "(t / 'out.json').write_text('{half'); print(t)")
+    stale = Path(subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                                check=True).stdout.strip())
+    assert stale.is_dir() and stale.parent == tmp_path
     mine = tmp_path / ".out.json.notapid.tmp"          # not of the workbench's form: kept
     mine.mkdir()
     atomic_write_json(tmp_path / "out.json", {"v": 1})
     assert not stale.exists() and mine.exists()
     assert read_json(tmp_path / "out.json") == {"v": 1}
+
+
+def test_a_users_folder_named_like_a_temporary_is_never_deleted(tmp_path):
+    """The data-loss case of issue 24: `-o victim/notes.npz` deleted `.notes.npz.<dead pid>.x.tmp` beside it."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    dead = _dead_pid()
+    folders = [victim / f".notes.npz.{dead}.x.tmp", victim / f".notes.npz.{dead}.{'a' * 32}.tmp"]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "thesis.tex").write_text("years of work\n")
+    forged = folders[1] / ".npu-workbench-temporary"     # a marker that does not name this folder's token
+    forged.write_text('{"made_by": "npu-workbench", "pid": %s, "token": "%s"}' % (dead, "b" * 32))
+    before = snapshot(victim)
+    result = run_cli("data", "export", "--split", "test", "-o", victim / "notes.npz")
+    assert result.code == 0, result
+    after = snapshot(victim)
+    assert {k: v for k, v in after.items() if k != "notes.npz"} == before
