@@ -196,13 +196,15 @@ class StageChain:
         return quantize(self.model, self.effective_recipe, calibration, dataset=self.dataset, output=output,
                         input_spec=self.input_spec)
 
-    def place(self, quantized: QuantizedModel) -> PlacementReport:
-        """Place every op of the INT8 model on the target (under the BSP release)."""
+    def place(self, quantized: QuantizedModel, *, use_compiler: bool = True) -> PlacementReport:
+        """Place every op of the INT8 model on the target (under the BSP release); ``use_compiler=False``:
+        from the rule table even where the target's compiler is installed."""
         if self.target is None:
             raise TargetError("this chain has no target to place the model on; give `target` "
                               f"({', '.join(map(repr, TARGETS))}).")
         from .placement.analyze import analyze_placement
-        return analyze_placement(quantized.path, self.target, bsp=self.bsp)
+        return analyze_placement(quantized.path, self.target, bsp=self.bsp, use_vela=use_compiler,
+                                 use_converter=use_compiler)
 
     def run(self, options: CalibrationOptions | None = None, *, output: str | os.PathLike | None = None,
             place: bool = True) -> ChainResult:

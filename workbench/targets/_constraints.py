@@ -213,6 +213,11 @@ class Target:
     notes: tuple[str, ...] = ()
     bsp_releases: tuple[BspRelease, ...] = ()   # oldest first
     bsp: str = ""                        # the release whose rules this table holds
+    compiler: str = ""                   # the tool whose output decides placement when installed: "vela",
+    #                                      "neutron-converter"; "" = the rule table decides (the delegate compiles)
+    compiler_estimates_latency: bool = False   # the compiler reports a latency estimate (Vela)
+    deploys_compiled: bool = False       # the board loads the compiler's output, not the INT8 .tflite
+    per_channel_fast: bool = True        # per-channel weights run at per-tensor speed on this NPU
 
     @property
     def default_bsp(self) -> str:

@@ -513,6 +513,7 @@ TARGET = Target(
     model_checks=MODEL_CHECKS,
     authority="rule table (predicted)",
     npu_custom_ops=CUSTOM_NPU_OPS,
+    per_channel_fast=False,
     recipe="a8w8_pt",
     notes=(
         "Every supported node is delegated in one call, so several disjoint NPU partitions are possible.",

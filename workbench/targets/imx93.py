@@ -326,6 +326,9 @@ TARGET = Target(
     model_checks=MODEL_CHECKS,
     authority="vela",
     npu_custom_ops=CUSTOM_NPU_OPS,
+    compiler="vela",
+    compiler_estimates_latency=True,
+    deploys_compiled=True,
     recipe="a8w8_pc",
     notes=(
         "The board loads the Vela-compiled `<model>_vela.tflite`; NPU parts become custom op `ethos-u`.",

@@ -336,6 +336,7 @@ TARGET = Target(
     model_checks=MODEL_CHECKS,
     authority="rule table (predicted)",
     npu_custom_ops=CUSTOM_NPU_OPS,
+    compiler="neutron-converter",
     recipe="a8w8_pc",
     notes=(
         "No official Neutron-S constraint table was available; placement is predicted unless "
