@@ -72,8 +72,17 @@ def test_replay_of_a_damaged_output_is_an_error(recorded, tiny_models, tmp_path)
     copy = tmp_path / "damaged"
     shutil.copytree(folder, copy)
     (copy / OUTPUT).write_text((copy / OUTPUT).read_text()[:40])
+    with pytest.raises(BoardError, match="runner_output.txt changed after it was recorded"):
+        time_on_board(tiny_models["int8"], replay=copy)
+    _reseal(copy)          # damaged and sealed again (by hand): the parser still refuses it
     with pytest.raises(BoardError, match="printed no result"):
         time_on_board(tiny_models["int8"], replay=copy)
+
+
+def _reseal(folder):
+    from workbench._io import sha256_file
+    from workbench.board.record import FILES, SUMS
+    (folder / SUMS).write_text("".join(f"{sha256_file(folder / n)}  {n}\n" for n in FILES if (folder / n).is_file()))
 
 
 def test_cli_record_and_replay(remote, tiny_models, tmp_path, capsys):

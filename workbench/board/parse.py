@@ -451,6 +451,7 @@ def parse_benchmark_output(text: str, *, source: str = "benchmark_model output")
         raise BenchmarkParseError(
             f"{source} holds no benchmark_model output (no timings, stat lines or delegate lines "
             "were found). Next: check that the file is the tool's stdout+stderr, captured with 2>&1.")
+    _check_durations(fields, stats, source, rows=(*op_summary, *init_summary, *op_profile))
     notes: list[str] = []
     mid_run = not started
     _assign_stats(stats, fields, mid_run=mid_run, notes=notes)
@@ -539,6 +540,28 @@ def _parse_line(line: str, level: str | None, fields: dict, delegates: list, mes
     if level in ("WARNING", "ERROR") and not _UNCONSUMED.search(line):
         messages.append(f"{level}: {line}")
     return False
+
+
+_DURATIONS = ("init_us", "first_inference_us", "warmup_avg_us", "inference_avg_us", "initialized_session_ms",
+              "model_size_mb", "peak_memory_mb")
+
+
+def _check_durations(fields: dict, stats: list[tuple[int, RunStats]], source: str, *, rows: tuple = ()) -> None:
+    """A time (or a size) below zero is not a measurement: refused, naming the figure."""
+    found = [(k, fields[k]) for k in _DURATIONS if fields.get(k) is not None and fields[k] < 0]
+    for _, st in stats:
+        if st.count < 0:
+            found.append(("count", st.count))
+        found += [(k, getattr(st, k)) for k in ("first", "curr", "min", "max", "avg", "std", "p5", "median", "p95")
+                  if getattr(st, k) is not None and getattr(st, k) < 0]
+    for row in rows:
+        found += [(f"{row.node_type} {k}", getattr(row, k, None)) for k in ("first_ms", "avg_ms", "start_ms")
+                  if (getattr(row, k, None) or 0) < 0]
+    if found:
+        key, value = found[0]
+        raise BenchmarkParseError(
+            f"{source} states a negative time or size ({key} = {value:g}); a duration below zero is not a "
+            "measurement. Next: re-run the benchmark; check the board's clock and that the log was not edited.")
 
 
 def _close(a: float | None, b: float | None) -> bool:

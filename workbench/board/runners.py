@@ -106,15 +106,18 @@ def raw_from_python_output(stdout: str, *, stderr: str = "", returncode: int = 0
     payload = _python_payload(stdout, stderr=stderr, returncode=returncode, label=label,
                               python=python)
     try:
-        values = {k: float(payload[k]) for k in ("cold_start_us", "first_inference_us")}
-        warm = tuple(float(v) for v in payload["warmup_us"])
-        runs = tuple(float(v) for v in payload["runs_us"])
+        values = {k: _duration(payload[k], k) for k in ("cold_start_us", "first_inference_us")}
+        warm = tuple(_duration(v, "warmup_us") for v in _list(payload["warmup_us"], "warmup_us"))
+        runs = tuple(_duration(v, "runs_us") for v in _list(payload["runs_us"], "runs_us"))
     except (KeyError, TypeError, ValueError) as exc:
         raise BoardError(f"{label}: the Python runner's result lacks or garbles {exc}. Next: "
                          "re-run; the runner's output may be cut.") from None
-    if not all(math.isfinite(v) for v in (*values.values(), *warm, *runs)):
-        raise BoardError(f"{label}: the Python runner reported a timing that is not a finite "
-                         "number; nothing of this run is a measurement. Next: re-run.")
+    bad = [(k, v) for k, v in (*values.items(), *(("warmup_us", v) for v in warm), *(("runs_us", v) for v in runs))
+           if not math.isfinite(v) or v < 0]
+    if bad:
+        key, value = bad[0]
+        raise BoardError(f"{label}: the Python runner reported a timing that is not a finite number >= 0 "
+                         f"({key} = {value!r}); nothing of this run is a measurement. Next: re-run.")
     return RawRun(runner="python", runtime=payload.get("runtime"),
                   cold_start_us=values["cold_start_us"],
                   first_inference_us=values["first_inference_us"],
@@ -123,6 +126,19 @@ def raw_from_python_output(stdout: str, *, stderr: str = "", returncode: int = 0
                          "interpreter_init_us": payload.get("interpreter_init_us"),
                          "python_version": payload.get("python")},
                   stdout=stdout)
+
+
+def _duration(value: Any, key: str) -> float:
+    """A recorded time: a JSON number (not a bool, not text)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{key} ({value!r} is not a number)")
+    return float(value)
+
+
+def _list(value: Any, key: str) -> list:
+    if not isinstance(value, list):
+        raise TypeError(f"{key} ({type(value).__name__}, not a list of numbers)")
+    return value
 
 
 def run_accuracy(transport, *, python: str, runner_path: str, model_path: str, inputs_path: str,
