@@ -133,7 +133,7 @@ def test_quantize_onnx_with_the_tflite_recipes(converted, tiny_onnx, tmp_path):
 
 @pytest.mark.slow
 def test_fp32_tflite_and_keras_sources_reach_both_backends(tmp_path):
-    """FP32 .tflite -> (tf2onnx) ONNX -> (onnx2tf) SavedModel -> INT8 .tflite; Keras -> ONNX QDQ."""
+    """FP32 .tflite -> INT8 .tflite as it is (AI Edge Quantizer, no round trip); Keras -> ONNX QDQ."""
     import contextlib
     import io
 
@@ -153,8 +153,9 @@ def test_fp32_tflite_and_keras_sources_reach_both_backends(tmp_path):
     x = np.random.default_rng(0).uniform(0, 1, (50, 12, 12, 1)).astype(np.float32)
     q = quantize(tflite_path, "a8w8_pc", x)
     conv = q.manifest()["conversion"]
-    assert q.full_integer and conv["from"]["tool"] == "tf2onnx" and conv["transposed_inputs"] == []
-    assert q.input_quantization.shape == (1, 12, 12, 1)          # an NHWC ONNX input is kept NHWC
+    assert q.full_integer and conv["tool"] == "ai-edge-quantizer" and "onnx2tf" not in q.toolchain
+    assert q.input_quantization.shape == (1, 12, 12, 1) and q.input_quantization.dtype == "INT8"
+    assert q.op_summary == {"CONV_2D": 1, "MEAN": 1, "FULLY_CONNECTED": 1}, q.op_summary   # op for op
     qdq = quantize(keras_path, "a8w8_pc", x, backend="onnx")
     assert qdq.format == "onnx" and qdq.manifest()["conversion"]["tool"] == "tf2onnx"
     from workbench.models.predict import load_predictor

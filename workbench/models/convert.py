@@ -627,13 +627,16 @@ def conversion_toolchain(fmt: str, backend: str) -> dict[str, str]:
     """Versions of the converters a ``fmt`` source goes through on the way to ``backend``
     (empty when the backend reads it directly); they enter the quantize cache key and manifest."""
     tools: dict[str, str] = {}
-    if backend == "tflite" and fmt in ("onnx", "tflite"):
+    if backend == "tflite" and fmt == "tflite":   # quantized as it is: AI Edge Quantizer, no converter
+        from ..quantize.aeq_backend import AEQ_VERSION, toolchain
+        return {f"aeq/{k}": v for k, v in toolchain().items()} | {"aeq-route": str(AEQ_VERSION)}
+    if backend == "tflite" and fmt == "onnx":
         from .. import toolenv
         env = toolenv.ensure(TOOL)
         tools.update({f"{TOOL}-env/{k}": v for k, v in sorted(env.versions.items())})
         tools[f"{TOOL}-env/lock_sha256"] = env.lock_sha256
         tools[TOOL] = env.versions.get(TOOL, "?")
         tools[f"{TOOL}-converter"] = str(CONVERTER_VERSION)   # the workbench's own steps around it (driver, rewrites)
-    if (backend == "tflite" and fmt == "tflite") or (backend == "onnx" and fmt != "onnx"):
+    if backend == "onnx" and fmt != "onnx":
         tools.update({f"tf2onnx-path/{k}": v for k, v in _tf2onnx_versions().items()})
     return tools

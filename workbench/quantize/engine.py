@@ -117,7 +117,7 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
     model : the FP32 source: a Keras ``.keras``/``.h5`` file, a SavedModel folder, an ``.onnx``
         file or an FP32 ``.tflite`` file.  The TFLite backend takes an ``.onnx`` file through
         onnx2tf (:func:`workbench.models.convert.convert_onnx`: NCHW->NHWC, checked against
-        ONNX Runtime) and an FP32 ``.tflite`` through tf2onnx then onnx2tf; the ONNX Runtime
+        ONNX Runtime) and quantizes an FP32 ``.tflite`` as it is (AI Edge Quantizer); the ONNX Runtime
         backend takes Keras/SavedModel/FP32 ``.tflite`` through tf2onnx.
     recipe : a recipe name (``a8w8_pc``, ``a8w8_pt``, ``a16w8_pc``) or a :class:`QuantRecipe`.
     calibration : an (N, H, W, C) float32 array; a ``Dataset`` (all its samples); or a
@@ -313,6 +313,14 @@ def _model_input_shape(source: Path, fmt: str, rec: QuantRecipe) -> tuple[tuple[
         from .onnx_backend import input_info
         name, shape = input_info(source)
         return shape, name, None
+    if fmt == "tflite":
+        from ..models.tflite_graph import read_tflite
+        graph = read_tflite(source)
+        if len(graph.inputs) != 1:
+            raise ModelError(f"{source}: the model has {len(graph.inputs)} inputs; one image input is expected.")
+        tensor = graph.tensors[graph.inputs[0]]
+        from .tflite_backend import _static_shape
+        return _static_shape(source, tensor.name, tensor.shape_signature or tensor.shape), tensor.name, None
     from .tflite_backend import load_function
     fn, shape, name = load_function(source, fmt)
     return shape, name, fn
@@ -322,17 +330,15 @@ def _backend_source(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
                     ) -> tuple[Path, str, dict[str, Any] | None]:
     """The file the backend reads, its format, and how it was converted from ``source`` (or None).
 
-    TFLite backend: ``.onnx`` -> onnx2tf SavedModel (checked against ONNX Runtime); FP32
-    ``.tflite`` -> tf2onnx ONNX -> onnx2tf SavedModel.  ONNX backend: Keras/SavedModel/FP32
+    TFLite backend: ``.onnx`` -> onnx2tf SavedModel (checked against ONNX Runtime); an FP32
+    ``.tflite`` is read as it is (AI Edge Quantizer).  ONNX backend: Keras/SavedModel/FP32
     ``.tflite`` -> tf2onnx ONNX."""
     from ..models import convert
-    if rec.backend == "tflite" and fmt in ("onnx", "tflite"):
-        onnx_path, first = (source, None) if fmt == "onnx" else convert.tf_to_onnx(source, fmt)
-        converted = convert.convert_onnx(onnx_path, samples=calib.x)
-        entry = converted.manifest_entry()
-        if first is not None:
-            entry["from"] = first
-        return Path(converted.saved_model), "saved_model", entry
+    if rec.backend == "tflite" and fmt == "tflite":   # quantized as it is (aeq_backend.py), no round trip
+        return source, fmt, None
+    if rec.backend == "tflite" and fmt == "onnx":
+        converted = convert.convert_onnx(source, samples=calib.x)
+        return Path(converted.saved_model), "saved_model", converted.manifest_entry()
     if rec.backend == "onnx" and fmt != "onnx":
         onnx_path, first = convert.tf_to_onnx(source, fmt)
         return onnx_path, "onnx", first
@@ -364,6 +370,9 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
     if rec.backend == "onnx":
         from .onnx_backend import quantize_onnx
         data = quantize_onnx(work, rec, x)
+    elif work_fmt == "tflite":
+        from .aeq_backend import quantize_float_tflite
+        data, conversion = quantize_float_tflite(work, rec, calib.x)
     else:
         from .tflite_backend import quantize_tflite
         data = quantize_tflite(work, work_fmt, rec, calib.x)

@@ -1,0 +1,316 @@
+"""FP32 ``.tflite`` -> INT8 ``.tflite`` as it is, with AI Edge Quantizer (no conversion round trip).
+
+The TFLite converter cannot quantize a flatbuffer, so a float ``.tflite`` used to go through
+tf2onnx and onnx2tf and came back with layout transposes and grouped convolutions it did not
+have.  AI Edge Quantizer (``ai-edge-quantizer``, on the ``ai-edge-litert`` the workbench runs)
+reads the flatbuffer, calibrates it with LiteRT and writes the quantized flatbuffer op for op.
+The steps:
+
+1. prepare the float file: constant weights stored as float16 behind a ``DEQUANTIZE`` op
+   (MediaPipe's models) are folded into float32 constants and the ``DEQUANTIZE`` ops removed;
+   a model without a ``SignatureDef`` gets ``serving_default`` over its inputs and outputs
+   (AI Edge Quantizer calibrates through signatures);
+2. translate the workbench recipe into an AI Edge Quantizer recipe: 8 or 16-bit activations
+   (asymmetric int8, symmetric int16 as the 16x8 mode), symmetric int8 weights per channel or
+   per tensor, excluded op types / output tensor names left in float (``no_quantize``);
+3. calibrate on the calibration samples (min/max, as the TFLite converter) and quantize;
+4. set the model's input/output types the recipe asks for: AI Edge Quantizer makes the graph's
+   inputs/outputs the quantized tensors themselves; ``float32`` I/O adds ``QUANTIZE``/``DEQUANTIZE``
+   at the edges, ``uint8`` a ``QUANTIZE`` uint8 <-> int8 (zero point + 128), as the converter does.
+
+What a recipe asks that this route cannot do is refused naming the recipe part
+(:func:`check_recipe`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError, QuantizationError
+from .recipe import QuantRecipe
+
+TOOL = "ai-edge-quantizer"
+AEQ_VERSION = 1      # bump when the workbench's steps around AI Edge Quantizer change (cache key)
+SIGNATURE = "serving_default"
+
+
+def toolchain() -> dict[str, str]:
+    """Versions that enter the cache key (read from the installed distributions)."""
+    from importlib import metadata
+    out = {"numpy": np.__version__}
+    for dist in (TOOL, "ai-edge-litert"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "missing"
+    return out
+
+
+def check_recipe(recipe: QuantRecipe, source: str | os.PathLike) -> None:
+    """Refuse what AI Edge Quantizer cannot do for ``recipe``, naming the recipe part."""
+    where = f"{source}: recipe {recipe.name!r}"
+    if recipe.transforms:
+        raise QuantizationError(
+            f"{where}: +{'+'.join(recipe.transforms)} rewrite Keras or ONNX weights; an FP32 .tflite is quantized "
+            "as it is (AI Edge Quantizer). Quantize the .keras/.onnx the .tflite came from with +cle/+bc, or drop "
+            "the transform.")
+    if recipe.calibrator != "minmax":
+        raise QuantizationError(f"{where}: calibrator {recipe.calibrator!r} is not available for a .tflite source "
+                                "(min/max calibration). Use calibrator='minmax'.")
+    if recipe.activation_bits == 16 and "uint8" in (recipe.input_dtype, recipe.output_dtype):
+        raise QuantizationError(f"{where}: uint8 inputs/outputs with 16-bit activations do not exist.")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The float flatbuffer AI Edge Quantizer reads, and what was changed to get it."""
+
+    data: bytes
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    changes: tuple[str, ...]
+
+
+def _builtin(model: Any, op: Any) -> int:
+    code = model.operatorCodes[op.opcodeIndex]
+    return int(max(code.builtinCode, code.deprecatedBuiltinCode))
+
+
+def _name(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value or "")
+
+
+def prepare_float_tflite(data: bytes, *, source: str = "<bytes>") -> Prepared:
+    """Fold float16 constant weights to float32 and add a ``serving_default`` signature when absent."""
+    from ai_edge_litert import schema_py_generated as fb
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    model = fu.read_model_from_bytearray(bytearray(data))
+    if len(model.subgraphs) != 1:
+        raise ModelError(f"{source}: the .tflite file has {len(model.subgraphs)} subgraphs (control flow); the "
+                         "workbench quantizes single-graph models.")
+    sg = model.subgraphs[0]
+    changes = []
+    # 0. files written before schema 3a name ops only in deprecated_builtin_code (builtin_code reads 0 = ADD);
+    #    AI Edge Quantizer reads builtin_code and would take every CONV_2D for an ADD
+    stale = [c for c in model.operatorCodes if c.deprecatedBuiltinCode > c.builtinCode]
+    for code in stale:
+        code.builtinCode = code.deprecatedBuiltinCode
+    if stale:
+        changes.append(f"operator codes: builtin_code set from deprecated_builtin_code for {len(stale)} op type(s)")
+    # 1. DEQUANTIZE(float16 constant) -> float32 constant
+    producers = {o: i for i, op in enumerate(sg.operators) for o in (op.outputs if op.outputs is not None else ())}
+    remove: set[int] = set()
+    for i, op in enumerate(sg.operators):
+        if _builtin(model, op) != fb.BuiltinOperator.DEQUANTIZE:
+            continue
+        src = sg.tensors[op.inputs[0]]
+        buf = model.buffers[src.buffer]
+        if src.type != fb.TensorType.FLOAT16 or op.inputs[0] in producers or buf.data is None or not len(buf.data):
+            continue
+        values = np.frombuffer(bytes(np.asarray(buf.data, np.uint8)), np.float16).astype(np.float32)
+        out = sg.tensors[op.outputs[0]]
+        new_buf = fb.BufferT()
+        new_buf.data = np.frombuffer(values.tobytes(), np.uint8)
+        model.buffers.append(new_buf)
+        out.buffer = len(model.buffers) - 1
+        remove.add(i)
+    if remove:
+        sg.operators = [op for i, op in enumerate(sg.operators) if i not in remove]
+        changes.append(f"float16 weights -> float32: {len(remove)} DEQUANTIZE op(s) folded")
+    in_names = tuple(_name(sg.tensors[i].name) for i in sg.inputs)
+    out_names = tuple(_name(sg.tensors[i].name) for i in sg.outputs)
+    if not model.signatureDefs:
+        sig = fb.SignatureDefT()
+        sig.signatureKey = SIGNATURE
+        sig.subgraphIndex = 0
+        sig.inputs, sig.outputs = [], []
+        for names, indices, target in ((in_names, sg.inputs, sig.inputs), (out_names, sg.outputs, sig.outputs)):
+            for name, idx in zip(names, indices):
+                tm = fb.TensorMapT()
+                tm.name = name
+                tm.tensorIndex = int(idx)
+                target.append(tm)
+        model.signatureDefs = [sig]
+        changes.append(f"signature {SIGNATURE!r} added over {len(in_names)} input(s), {len(out_names)} output(s)")
+    else:
+        sig = model.signatureDefs[0]
+        by_index = {int(t.tensorIndex): _name(t.name) for t in (sig.inputs or [])}
+        in_names = tuple(by_index.get(int(i), n) for i, n in zip(sg.inputs, in_names))
+        by_index = {int(t.tensorIndex): _name(t.name) for t in (sig.outputs or [])}
+        out_names = tuple(by_index.get(int(i), n) for i, n in zip(sg.outputs, out_names))
+    out = bytes(fu.convert_object_to_bytearray(model)) if changes else bytes(data)
+    return Prepared(data=out, input_names=in_names, output_names=out_names, changes=tuple(changes))
+
+
+def aeq_recipe(recipe: QuantRecipe) -> list[dict[str, Any]]:
+    """The AI Edge Quantizer recipe (a list of rules, later rules win) for a workbench recipe."""
+    a16 = recipe.activation_bits == 16
+    rules: list[dict[str, Any]] = [{
+        "regex": ".*", "operation": "*", "algorithm_key": "min_max_uniform_quantize",
+        "op_config": {
+            "activation_tensor_config": {"num_bits": 16 if a16 else 8, "symmetric": a16,
+                                         "granularity": "TENSORWISE", "dtype": "INT"},
+            "weight_tensor_config": {"num_bits": 8, "symmetric": True, "dtype": "INT",
+                                     "granularity": "CHANNELWISE" if recipe.per_channel else "TENSORWISE"},
+            "compute_precision": "INTEGER", "explicit_dequantize": False, "skip_checks": False,
+            "min_weight_elements": 0}}]
+    from .tflite_backend import _denylists
+    ops, nodes = _denylists(recipe)
+    for op in ops:
+        rules.append({"regex": ".*", "operation": op, "algorithm_key": "no_quantize"})
+    for node in nodes:
+        import re
+        rules.append({"regex": re.escape(node), "operation": "*", "algorithm_key": "no_quantize"})
+    return rules
+
+
+def quantize_float_tflite(path: str | os.PathLike, recipe: QuantRecipe, x: np.ndarray) -> tuple[bytes, dict[str, Any]]:
+    """INT8 (or 16x8) ``.tflite`` bytes for the FP32 ``.tflite`` at ``path``, and what the manifest records."""
+    source = Path(path)
+    check_recipe(recipe, source)
+    prepared = prepare_float_tflite(source.read_bytes(), source=str(source))
+    if len(prepared.input_names) != 1:
+        raise ModelError(f"{source}: the model has {len(prepared.input_names)} inputs; one image input is expected.")
+    import warnings
+
+    from ai_edge_quantizer import quantizer as aeq
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        try:
+            q = aeq.Quantizer(bytearray(prepared.data), aeq_recipe(recipe))
+            name = prepared.input_names[0]
+            data = {SIGNATURE: [{name: np.ascontiguousarray(x[i:i + 1], np.float32)} for i in range(len(x))]}
+            calibration = q.calibrate(data, num_threads=1)
+            result = q.quantize(calibration, enable_progress_report=False)
+        except (QuantizationError, ModelError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - AEQ raises ValueError/RuntimeError for unsupported ops
+            message = " ".join(str(exc).split())[:600]
+            raise QuantizationError(
+                f"{source}: AI Edge Quantizer failed for recipe {recipe.name!r}: {message}. If an op cannot be "
+                "quantized, exclude it (--exclude OP, float fallback) or choose another recipe.") from exc
+    out = drop_identity_requantize(bytes(result.quantized_model))
+    out = set_io_types(out, recipe.input_dtype, recipe.output_dtype, source=str(source))
+    entry = {"tool": TOOL, "versions": toolchain(), "route": "tflite as it is (no conversion)",
+             "prepared": list(prepared.changes)}
+    return out, entry
+
+
+def set_io_types(data: bytes, input_dtype: str, output_dtype: str, *, source: str = "<bytes>") -> bytes:
+    """The model's edges as the recipe asks.  AI Edge Quantizer makes the graph's inputs and outputs the
+    quantized tensors themselves (int8, or int16 in the 16x8 mode); ``float32`` puts a QUANTIZE before the
+    input / a DEQUANTIZE after the output, ``uint8`` a QUANTIZE uint8 -> int8 (zero point + 128) and
+    int8 -> uint8, as the TFLite converter does.  An edge left in float (an excluded first/last op) stays
+    float, whatever the recipe says (the recipe check then reports it)."""
+    from ai_edge_litert import schema_py_generated as fb
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    model = fu.read_model_from_bytearray(bytearray(data))
+    sg = model.subgraphs[0]
+    want_type = {"float32": fb.TensorType.FLOAT32, "uint8": fb.TensorType.UINT8, "int8": fb.TensorType.INT8,
+                 "int16": fb.TensorType.INT16}
+    quantized = (fb.TensorType.INT8, fb.TensorType.INT16)
+    remap: dict[int, int] = {}
+    before, after = [], []
+
+    def edge_tensor(old: int, dtype: str) -> int:
+        t = sg.tensors[old]
+        new = fb.TensorT()
+        new.name = t.name
+        new.shape = np.array(t.shape, np.int32) if t.shape is not None else None
+        new.shapeSignature = (np.array(t.shapeSignature, np.int32) if t.shapeSignature is not None else None)
+        new.type = want_type[dtype]
+        new.buffer = 0
+        if dtype == "uint8":
+            qp = fb.QuantizationParametersT()
+            qp.scale = [float(v) for v in t.quantization.scale]
+            qp.zeroPoint = [int(z) + 128 for z in t.quantization.zeroPoint]
+            new.quantization = qp
+        t.name = _name(t.name).encode() + (b"_int16" if t.type == fb.TensorType.INT16 else b"_int8")
+        sg.tensors.append(new)
+        return len(sg.tensors) - 1
+
+    def op(code: int, src: int, dst: int) -> Any:
+        o = fb.OperatorT()
+        o.opcodeIndex = _opcode(model, code)
+        o.inputs, o.outputs = [src], [dst]
+        return o
+
+    for idx in [int(i) for i in sg.inputs]:
+        t = sg.tensors[idx]
+        if t.type not in quantized or t.type == want_type[input_dtype]:
+            continue
+        if input_dtype == "int16" or (input_dtype in ("int8", "uint8") and t.type == fb.TensorType.INT16):
+            continue
+        new = edge_tensor(idx, input_dtype)
+        before.append(op(fb.BuiltinOperator.QUANTIZE, new, idx))
+        remap[idx] = new
+    for idx in [int(i) for i in sg.outputs]:
+        t = sg.tensors[idx]
+        if t.type not in quantized or t.type == want_type[output_dtype]:
+            continue
+        if output_dtype == "int16" or (output_dtype in ("int8", "uint8") and t.type == fb.TensorType.INT16):
+            continue
+        new = edge_tensor(idx, output_dtype)
+        code = fb.BuiltinOperator.DEQUANTIZE if output_dtype == "float32" else fb.BuiltinOperator.QUANTIZE
+        after.append(op(code, idx, new))
+        remap[idx] = new
+    if not remap:
+        return data
+    sg.operators = before + list(sg.operators) + after
+    sg.inputs = np.asarray([remap.get(int(i), int(i)) for i in sg.inputs], np.int32)
+    sg.outputs = np.asarray([remap.get(int(i), int(i)) for i in sg.outputs], np.int32)
+    for sig in model.signatureDefs or []:
+        for tm in list(sig.inputs or []) + list(sig.outputs or []):
+            tm.tensorIndex = remap.get(int(tm.tensorIndex), int(tm.tensorIndex))
+    return bytes(fu.convert_object_to_bytearray(model))
+
+
+def drop_identity_requantize(data: bytes) -> bytes:
+    """Remove QUANTIZE ops AI Edge Quantizer puts before a CONCATENATION input whose scale already is the
+    output's (same type, scale and zero point in and out: the op copies bytes); the others requantize."""
+    from ai_edge_litert import schema_py_generated as fb
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    model = fu.read_model_from_bytearray(bytearray(data))
+    sg = model.subgraphs[0]
+    outputs = {int(i) for i in sg.outputs}
+
+    def params(t: Any) -> tuple[Any, ...]:
+        q = t.quantization
+        return (t.type, tuple(np.asarray(q.scale).tolist()) if q is not None and q.scale is not None else (),
+                tuple(np.asarray(q.zeroPoint).tolist()) if q is not None and q.zeroPoint is not None else ())
+    rewire: dict[int, int] = {}
+    keep = []
+    for op in sg.operators:
+        if (_builtin(model, op) == fb.BuiltinOperator.QUANTIZE and int(op.outputs[0]) not in outputs
+                and params(sg.tensors[int(op.inputs[0])]) == params(sg.tensors[int(op.outputs[0])])
+                and params(sg.tensors[int(op.inputs[0])])[1]):
+            rewire[int(op.outputs[0])] = int(op.inputs[0])
+            continue
+        keep.append(op)
+    if not rewire:
+        return data
+    for op in keep:
+        op.inputs = [rewire.get(int(i), int(i)) for i in op.inputs]
+    sg.operators = keep
+    return bytes(fu.convert_object_to_bytearray(model))
+
+
+def _opcode(model: Any, builtin: int) -> int:
+    from ai_edge_litert import schema_py_generated as fb
+    for i, code in enumerate(model.operatorCodes):
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == builtin:
+            return i
+    code = fb.OperatorCodeT()
+    code.builtinCode = builtin
+    code.deprecatedBuiltinCode = min(builtin, 127)
+    code.version = 1
+    model.operatorCodes.append(code)
+    return len(model.operatorCodes) - 1
