@@ -114,3 +114,14 @@ def test_roles_on_real_tflite_models(reference, int8_models):
     assert model_precision(reference.tflite) == "float"
     assert model_precision(int8_models["pc"]) == "quantized"
     assert model_precision(reference.keras) == "float"
+
+
+def test_near_chance_finding_follows_the_guard_rule():
+    """A binary classifier at 88.8% is not "near chance" (the old rule, 2 x chance = 100%, fired at any
+    accuracy); at 40% it is, as guards.py's ``min(0.5, 2 x chance)`` says."""
+    from tests.evaluate.test_gate import make_report
+    from workbench.evaluate.findings import findings, near_chance_threshold
+    assert near_chance_threshold(2) == 0.5 and near_chance_threshold(10) == pytest.approx(0.2)
+    assert findings(make_report({"daylight": {"fp32": 0.888}, "fog": {"fp32": 0.86}})) == []
+    low = findings(make_report({"daylight": {"fp32": 0.40}, "fog": {"fp32": 0.38}}))
+    assert [f.code for f in low] == ["model.input-contract"] and low[0].evidence["threshold"] == 0.5

@@ -182,3 +182,22 @@ def test_errors_name_the_model_and_what_did_not_fit(tiny, tmp_path):
         load_predictor(bad)
     with pytest.raises(ModelError, match="`batch_size` must be a positive integer"):
         load_predictor(tiny["fixed"], batch_size=0)
+
+
+def test_uint8_and_float_pixels_give_the_same_int8_codes_on_a_minus1_1_input():
+    """Scale 2/255, zero point -1 puts every one of the 256 pixel values on a .5 tie of the INT8 grid: the
+    uint8 path (the predictor's lookup table, the board runner) and float pixels ``u / 255`` must agree
+    on every value (47 of 256 differed when uint8 was read as ``u * float32(1/255)``)."""
+    import numpy as _np
+
+    from workbench.board.remote_runner import apply_contract
+    from workbench.models.contract import InputContract
+    contract = InputContract(range=(-1.0, 1.0), color="grayscale")
+    u = _np.arange(256, dtype=_np.uint8).reshape(1, 1, 256, 1)
+    scale, zero_point = float(_np.float32(2 / 255)), -1
+    codes_u8 = quantize_input(contract.apply(u), scale, zero_point, _np.dtype(_np.int8))
+    board = apply_contract(_np, u, contract.to_params())
+    for floats in ((u / 255.0).astype(_np.float32), u.astype(_np.float32) / 255):
+        codes_f = quantize_input(contract.apply(floats), scale, zero_point, _np.dtype(_np.int8))
+        assert int((codes_f != codes_u8).sum()) == 0
+    assert _np.array_equal(board.reshape(-1), contract.apply(u).reshape(-1))

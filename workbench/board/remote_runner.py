@@ -94,7 +94,7 @@ def apply_contract(np, pixels, params):
     resizes): uint8 (/255) or float in [0, 1], NHWC; ``params`` is ``InputContract.to_params()``
     (color, scale, offset, layout).  Same arithmetic, numpy only."""
     x = np.asarray(pixels)
-    x = x.astype(np.float32) * np.float32(1.0 / 255.0) if x.dtype == np.uint8 else x.astype(np.float32)
+    x = x.astype(np.float32) / np.float32(255.0) if x.dtype == np.uint8 else x.astype(np.float32)
     if x.ndim == 3:
         x = x[..., None]
     if x.shape[3] == 4:

@@ -103,7 +103,7 @@ class ImageFiles:
             out[i] = arr.reshape(self.height, self.width, self.channels)
         if dtype == np.uint8:
             return out
-        return out.astype(np.float32) * np.float32(1.0 / 255.0)
+        return out.astype(np.float32) / np.float32(255.0)     # as x / 255.0 (see contract.check_pixels)
 
     # -- identity ------------------------------------------------------------------------------
     def fingerprint(self) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..models.contract import ContractIssue, InputContract
+from .findings import near_chance_threshold
 
 PROBE_SAMPLES = 256
 SCREEN_SAMPLES = 64      # every alternative runs on this many; one that gains SCREEN_GAIN on them gets all
@@ -163,7 +164,7 @@ def check_baseline(fp32_path: str, data: Any, held_out: Any, conds: tuple[str, .
             f"with the contract ({contract.normalization()}, {contract.color}) but {best_acc:.1%} with "
             f"{best_label}, on the same {n} samples (checked: {checked}). {fix}",
             severity="warning", evidence={**evidence, "best_alternative": best_label}))
-    if row.ci_high < min(0.5, 2.0 * chance):
+    if row.ci_high < near_chance_threshold(n_classes):
         issues.append(ContractIssue(
             "baseline-near-chance",
             f"the FP32 baseline is near chance on {cond!r}: top-1 {row.accuracy:.1%} (95% CI {row.ci_low:.1%}.."

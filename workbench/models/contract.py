@@ -361,7 +361,10 @@ def check_pixels(images: Any, *, ids: Sequence[str] | np.ndarray | None = None, 
             "pixels-shape", f"{label}images must be NHWC (4 dims) or NHW; got shape {x.shape}.",
             evidence={"shape": list(x.shape)}))
     if x.dtype == np.uint8:
-        return x.astype(np.float32) * np.float32(1.0 / 255.0)
+        # u / 255 correctly rounded: the float32 a user's ``x / 255.0`` gives, bit for bit.  A [-1, 1] input
+        # with scale 2/255 puts every pixel on a .5 tie of the INT8 grid, so a one-ulp difference between the
+        # uint8 and the float path (u * float32(1/255) differs for 47 of 256 values) is another INT8 code.
+        return x.astype(np.float32) / np.float32(255.0)
     if x.dtype.kind in "iub":
         info = np.iinfo(x.dtype) if x.dtype.kind in "iu" else None
         raise ContractError(ContractIssue(
