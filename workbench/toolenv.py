@@ -110,6 +110,18 @@ TOOLS: dict[str, ToolSpec] = {
         report=("ethos-u-vela", "numpy"),
         check=("vela", "--version"),
     ),
+    # torch 2.13 CPU for exporting PyTorch models to ONNX (the test zoo: MTCNN's ONet, a heatmap net);
+    # `pip freeze` after `pip install torch==2.13.0 numpy==1.26.4 onnx==1.19.1` on Python 3.11
+    # (2026-12-01). torchvision is left out: its index build does not load against the CPU torch.
+    "torch-2.13": ToolSpec(
+        name="torch-2.13",
+        summary="PyTorch 2.13 (CPU) and onnx 1.19.1, for torch.onnx.export of the test zoo's PyTorch models",
+        requirements=("filelock==4.3.1", "fsspec==2026.9.0", "Jinja2==3.1.6", "MarkupSafe==3.0.4",
+                      "ml_dtypes==0.5.4", "mpmath==1.3.0", "networkx==3.6.1", "numpy==1.26.4", "onnx==1.19.1",
+                      "protobuf==7.36.2", "sympy==1.14.0", "torch==2.13.0", "typing_extensions==4.16.0"),
+        report=("torch", "onnx", "numpy"),
+        check=("python", "-c", "import torch, onnx"),
+    ),
     # BSP lf-6.1.55_2.2.0 ships Vela 3.9.1.dev7 (an NXP build); 3.9.0 is the nearest on the package
     # index (`pip freeze` after `pip install ethos-u-vela==3.9.0 numpy==1.26.4`, Python 3.11).
     "vela-3.9.0": ToolSpec(

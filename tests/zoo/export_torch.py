@@ -1,0 +1,94 @@
+"""Export the test zoo's PyTorch models to ONNX; run by ``tests/zoo/fetch.py`` inside the pinned
+``torch-2.13`` tool environment (``workbench/toolenv.py``), never in the workbench's own.
+
+    python export_torch.py onet FACENET_WHEEL_DIR OUT.onnx
+    python export_torch.py heatnet - OUT.onnx
+
+Standalone on purpose (torch, numpy and onnx only: the workbench is not installed there).
+
+- ``onet``: MTCNN's ONet with the pretrained weights of ``facenet-pytorch==2.6.0`` (the wheel,
+  extracted into FACENET_WHEEL_DIR). The package imports torchvision, PIL, requests and tqdm for
+  its detection and download helpers, none of which ONet uses; torchvision's index build does not
+  load against the CPU torch, so those are stubbed (or skipped) for the import.
+- ``heatnet``: a small net of our own (seeded weights, no training) with a spatial NCHW output
+  ``heatmaps`` [1, 17, 16, 16] (17 keypoint heatmaps, as pose nets give) and a classifier head
+  ``logits`` [1, 5], input ``image`` [1, 3, 64, 64].
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import warnings
+
+
+def _stub(name: str, **attrs) -> None:
+    module = types.ModuleType(name)
+    module.__dict__.update(attrs)
+    module.__path__ = []  # a package, so submodules can be stubbed below it
+    sys.modules[name] = module
+
+
+def onet(wheel_dir: str):
+    def unused(*args, **kwargs):
+        raise RuntimeError("stubbed for the ONet export: not used by ONet")
+    for name in ("torchvision", "torchvision.transforms", "torchvision.ops", "PIL", "requests"):
+        _stub(name)
+    _stub("torchvision.transforms.functional", to_tensor=unused)
+    _stub("torchvision.ops.boxes", batched_nms=unused)
+    _stub("PIL.Image", Image=object)
+    _stub("requests.adapters", HTTPAdapter=object)
+    # the package's __init__ imports InceptionResnetV1 and its download helpers (tqdm): skip it
+    _stub("facenet_pytorch")
+    sys.modules["facenet_pytorch"].__path__ = [f"{wheel_dir}/facenet_pytorch"]
+    from facenet_pytorch.models.mtcnn import ONet
+    return ONet(pretrained=True).eval(), (1, 3, 48, 48), ["boxes", "landmarks", "prob"]
+
+
+def heatnet():
+    import torch
+    from torch import nn
+
+    torch.manual_seed(20261201)
+
+    def block(cin, cout, stride):
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU6())
+
+    class HeatNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(block(3, 16, 2), block(16, 32, 2), block(32, 32, 1))
+            self.heat = nn.Conv2d(32, 17, 1)
+            self.head = nn.Linear(32, 5)
+
+        def forward(self, x):
+            f = self.stem(x)
+            heatmaps = torch.sigmoid(self.heat(f))
+            logits = self.head(f.mean(dim=(2, 3)))
+            return heatmaps, logits
+
+    model = HeatNet()
+    with torch.no_grad():  # BatchNorm statistics that are not the identity, from the same seed
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.1, 0.1)
+    return model.eval(), (1, 3, 64, 64), ["heatmaps", "logits"]
+
+
+def main(argv: list[str]) -> int:
+    import torch
+    name, wheel_dir, out = argv
+    model, shape, outputs = onet(wheel_dir) if name == "onet" else heatnet()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, torch.zeros(shape), out, input_names=["image"], output_names=outputs,
+                          opset_version=17, dynamo=False)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
