@@ -111,3 +111,24 @@ def test_exclusions_and_refusals(fp16_model):
     with pytest.raises(QuantizationError, match="calibrator 'percentile'"):
         check_recipe(QuantRecipe(backend="onnx", calibrator="percentile", input_dtype="float32",
                                  output_dtype="float32"), path)
+
+
+@pytest.mark.slow
+def test_custom_op_in_a_float_tflite_is_named_before_any_work(fp16_model, tmp_path):
+    """A custom op is named from the file's operator codes, before calibration or conversion runs (it used to
+    surface after 110 s as an onnx2tf traceback naming a cache file)."""
+    from ai_edge_litert import schema_py_generated as fb
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+
+    from workbench.errors import ModelError
+    from workbench.quantize.engine import quantize
+    m = fu.read_model_from_bytearray(bytearray(fp16_model[0].read_bytes()))
+    for code in m.operatorCodes:
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == fb.BuiltinOperator.DEPTHWISE_CONV_2D:
+            code.builtinCode = code.deprecatedBuiltinCode = fb.BuiltinOperator.CUSTOM
+            code.customCode = b"Convolution2DTransposeBias"
+    path = tmp_path / "custom.tflite"
+    path.write_bytes(bytes(fu.convert_object_to_bytearray(m)))
+    with pytest.raises(ModelError, match=r"1 custom op\(s\) \('Convolution2DTransposeBias'\): #\d+ "
+                                         r"'Convolution2DTransposeBias' \(output '.+'\)"):
+        quantize(path, "a8w8_pc", None)      # no calibration data: refused before it is looked at
