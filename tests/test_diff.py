@@ -95,8 +95,7 @@ def test_op_moved_to_cpu_is_a_regression_and_exit_1(runs, capsys):
 def test_accuracy_threshold_decides_regression(runs):
     a, _, c = runs
     d = diff_runs(a, c, max_drop_pp=0.0, max_npu_share_drop=None)
-    worst = min(r.diff_pp for t in d.targets for r in t.accuracy)
-    assert d.regressed == (worst < 0)
+    assert d.regressed == any(r.diff_pp < 0 and r.ci_high < 0 for t in d.targets for r in t.accuracy)
 
 
 def test_bad_input_errors(runs, tmp_path):
@@ -105,8 +104,68 @@ def test_bad_input_errors(runs, tmp_path):
     with pytest.raises(DiffError, match="no such run folder"):
         diff_runs(a, tmp_path / "missing")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(DiffError, match="no target folder in common"):
+    with pytest.raises(DiffError, match="no target folders"):
         diff_runs(a, tmp_path / "empty")
     with pytest.raises(DiffError, match="max_drop_pp"):
         diff_runs(a, a, max_drop_pp=float("nan"))
     assert main(["diff", str(a), str(tmp_path / "missing")]) == 2
+
+
+def _summary(target, int8, n=300):
+    from workbench.runs import ConditionAccuracy, TargetSummary
+    return TargetSummary(target=target, status="ok", accuracy=(ConditionAccuracy(condition="daylight", n=n, int8=int8),))
+
+
+def test_a_drop_within_its_ci_is_not_a_regression():
+    """-1.11 pp on 300 + 300 images (95% CI about [-5.2, +3.0]) is reported, not called a regression."""
+    from workbench.diff import _target_diff
+    t = _target_diff("imx93", _summary("imx93", 0.9), _summary("imx93", 0.9 - 0.0111), None, None, 1.0, None, None)
+    (row,) = t.accuracy
+    assert row.diff_pp == pytest.approx(-1.11) and row.ci_low < 0 < row.ci_high
+    assert not row.regression and not t.regressions
+    # the same drop with a CI that excludes zero (many images) is one; below the threshold it is not
+    big = _target_diff("imx93", _summary("imx93", 0.9, 10**6), _summary("imx93", 0.9 - 0.0111, 10**6), None, None,
+                       1.0, None, None)
+    assert big.accuracy[0].ci_high < 0 and big.accuracy[0].regression and "beyond noise" in big.regressions[0]
+    small = _target_diff("imx93", _summary("imx93", 0.9, 10**6), _summary("imx93", 0.9 - 0.0111, 10**6), None, None,
+                         2.0, None, None)
+    assert not small.regressions
+
+
+def _batch_out(tmp_path, run, run_id="20260101-000000"):
+    """A batch --out folder around a copy of ``run``: index.html, summary.json, <target>/ notebooks, runs/<id>/."""
+    import shutil
+    out = tmp_path / "out"
+    shutil.copytree(run, out / "runs" / run_id)
+    for t in ("imx8mp", "imx95"):
+        (out / t).mkdir(parents=True, exist_ok=True)
+        (out / t / "20_quantize.ipynb").write_text("{}")
+    (out / "summary.json").write_text(json.dumps({"run_id": run_id, "run_dir": f"runs/{run_id}", "targets": {}}))
+    (out / "index.html").write_text("<html></html>")
+    return out
+
+
+def test_diff_reads_a_batch_out_folder_from_any_working_folder(runs, tmp_path, monkeypatch):
+    a, b, _ = runs
+    _batch_out(tmp_path / "A", a)
+    out_b = _batch_out(tmp_path / "B", b)
+    direct = diff_runs(a, b, targets="imx95", max_drop_pp=100.0)
+    monkeypatch.chdir(tmp_path / "A")
+    via_out = diff_runs("out", out_b, targets="imx95", max_drop_pp=100.0)
+    assert via_out.run_a.endswith("runs/20260101-000000") and via_out.regressed == direct.regressed is True
+    assert via_out.targets[0].regressions == direct.targets[0].regressions
+    assert via_out.targets[0].accuracy == direct.targets[0].accuracy
+
+
+def test_diff_refuses_an_unreadable_record(runs, tmp_path):
+    import shutil
+
+    from workbench.cli import main
+    a, _, _ = runs
+    broken = tmp_path / "broken"
+    shutil.copytree(a, broken)
+    record = broken / "imx95" / "quantize.json"
+    record.write_text(record.read_text()[:200])               # truncated
+    with pytest.raises(DiffError, match="quantize record cannot be read"):
+        diff_runs(a, broken, targets="imx95")
+    assert main(["diff", str(a), str(broken), "--targets", "imx95"]) == 2

@@ -72,6 +72,7 @@ _EXPORTS = {
     "Findings": "workbench.findings",
     "findings_for": "workbench.findings",
     "run_findings": "workbench.findings",
+    "resolve_run": "workbench.findings",
     # runs, batch, explorer
     "RunFolder": "workbench.runs",
     "StageChain": "workbench.chain",

@@ -13,7 +13,8 @@ Per target present in both runs (``runs/<run-id>/<target>/``, see :mod:`workbenc
 - **latency**: B minus A, only when both latencies have the same kind (board, host CPU,
   Vela estimate); otherwise the two kinds are stated and no difference is computed.
 
-A regression is an INT8 accuracy decrease beyond ``max_drop_pp`` under any condition,
+A regression is an INT8 accuracy decrease beyond ``max_drop_pp`` under any condition whose 95% CI
+excludes zero (a decrease within sampling noise is reported, not called a regression),
 an NPU op share decrease beyond ``max_npu_share_drop``, or a latency increase beyond
 ``max_latency_increase`` (a fraction) of the same kind.  ``workbench diff`` exits 1
 when there is one (for CI on pull requests), 2 on bad input.
@@ -201,12 +202,17 @@ def diff_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *, targets: An
     ``None`` turns a check off.
     """
     from ._validation import check_range
+    from .findings import resolve_run
     from .runs import summarize_target
-    a, b = Path(run_a), Path(run_b)
-    for p in (a, b):
+    for p in (Path(run_a), Path(run_b)):
         if not p.is_dir():
             raise DiffError(f"{p}: no such run folder; give runs/<run-id> folders written by `workbench batch` or "
-                            "the stage notebooks.")
+                            "the stage notebooks, or the batch's --out folder (its latest run is read).")
+    try:
+        where_a, where_b = resolve_run(run_a), resolve_run(run_b)
+    except WorkbenchError as exc:
+        raise DiffError(str(exc)) from None
+    a, b = where_a.run_dir, where_b.run_dir
     check_range("max_drop_pp", max_drop_pp, 0.0, None, error=DiffError)
     if max_npu_share_drop is not None:
         check_range("max_npu_share_drop", max_npu_share_drop, 0.0, 1.0, error=DiffError)
@@ -224,15 +230,39 @@ def diff_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *, targets: An
         for run, have in ((a, in_a), (b, in_b)):
             if t not in have:
                 raise DiffError(f"{run}: no folder for target {t!r} (it has: {', '.join(have) or 'none'}).")
+    for t in chosen:
+        for run in (a, b):
+            _require_readable(run, t)
     diffs = []
     for t in chosen:
         sa, sb = summarize_target(a, t), summarize_target(b, t)
         pa, pb = _placement(a, t), _placement(b, t)
         diffs.append(_target_diff(t, sa, sb, pa, pb, max_drop_pp, max_npu_share_drop, max_latency_increase))
-    return RunDiff(run_a=str(a), run_b=str(b), targets=tuple(diffs),
+    return RunDiff(run_a=_named(where_a), run_b=_named(where_b), targets=tuple(diffs),
                    thresholds={"max_drop_pp": max_drop_pp, "max_npu_share_drop": max_npu_share_drop,
                                "max_latency_increase": max_latency_increase},
                    only_in_a=tuple(t for t in in_a if t not in in_b), only_in_b=tuple(t for t in in_b if t not in in_a))
+
+
+def _named(where: Any) -> str:
+    """The run folder as the user gave it, with the run read inside a batch output folder named."""
+    return str(where.given) if not where.note else str(Path(where.given) / "runs" / where.run_id)
+
+
+def _require_readable(run: Path, target: str) -> None:
+    """Every stage record of ``run/target`` loads; an unreadable one is refused (never "no regression")."""
+    from .runs import RunFolder
+    from .vocab import STAGES
+    folder = RunFolder.__new__(RunFolder)          # read-only: no folder is created
+    folder.root, folder.target, folder.path = run, target, run / target
+    for stage in STAGES:
+        if not folder.file(stage).exists():
+            continue
+        try:
+            folder.load(stage)
+        except (WorkbenchError, OSError, TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise DiffError(f"{folder.file(stage)}: the {stage} record cannot be read ({exc}); a diff against it "
+                            f"would hide that stage. Next: run the {stage} stage (or the batch) again.") from None
 
 
 def _placement(run: Path, target: str) -> Any:
@@ -275,10 +305,12 @@ def _target_diff(target: str, sa: Any, sb: Any, pa: Any, pb: Any, max_drop: floa
         d = 100.0 * (vb - va)
         na, nb = (ca.n or 0), (cb.n or 0)
         se = 100.0 * math.sqrt((va * (1 - va) / na if na else 0.0) + (vb * (1 - vb) / nb if nb else 0.0))
-        bad = -d > max_drop + 1e-9
+        low, high = d - Z95 * se, d + Z95 * se
+        bad = regressed(d, high, max_drop)
         if bad:
-            regressions.append(f"{cond}: INT8 top-1 {va:.1%} -> {vb:.1%} ({d:+.2f} pp, more than {max_drop:g} pp down)")
-        rows.append(ConditionDiff(condition=cond, a=va, b=vb, diff_pp=d, ci_low=d - Z95 * se, ci_high=d + Z95 * se,
+            regressions.append(f"{cond}: INT8 top-1 {va:.1%} -> {vb:.1%} ({d:+.2f} pp, 95% CI [{low:+.2f}, "
+                               f"{high:+.2f}]: more than {max_drop:g} pp down, beyond noise)")
+        rows.append(ConditionDiff(condition=cond, a=va, b=vb, diff_pp=d, ci_low=low, ci_high=high,
                                   n_a=na, n_b=nb, regression=bad))
     moved = _op_changes(pa, pb)
     if (max_share_drop is not None and sa.npu_share is not None and sb.npu_share is not None
@@ -298,6 +330,11 @@ def _target_diff(target: str, sa: Any, sb: Any, pa: Any, pb: Any, max_drop: floa
                       npu_share_a=sa.npu_share, npu_share_b=sb.npu_share, cpu_islands_a=sa.cpu_islands,
                       cpu_islands_b=sb.cpu_islands, latency_a_ms=la, latency_b_ms=lb, latency_kind_a=ka,
                       latency_kind_b=kb, latency_note=note, regressions=tuple(regressions))
+
+
+def regressed(diff_pp: float, ci_high: float, max_drop: float) -> bool:
+    """B - A of ``diff_pp`` is a regression: down by more than ``max_drop`` pp AND its 95% CI excludes zero."""
+    return -diff_pp > max_drop + 1e-9 and ci_high < 0
 
 
 def _ms(v: float | None) -> str:
@@ -332,11 +369,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "calibration and recipe hashes, tool and BSP versions; INT8 accuracy per "
                                    "condition with its 95%% CI; ops that moved between NPU and CPU; latency "
                                    "change of the same kind. Exit 1 when B regresses past a threshold.")
-    p.add_argument("run_a", metavar="RUN_A", help="the baseline run folder (runs/<run-id>)")
-    p.add_argument("run_b", metavar="RUN_B", help="the run to check against it")
+    p.add_argument("run_a", metavar="RUN_A", help="the baseline run folder (runs/<run-id>), or a batch --out "
+                   "folder (its latest run)")
+    p.add_argument("run_b", metavar="RUN_B", help="the run to check against it (a run or a batch --out folder)")
     p.add_argument("--targets", help="comma-separated targets (default: every target both runs have)")
     p.add_argument("--max-drop", type=finite_float, default=1.0, metavar="PP",
-                   help="INT8 top-1 decrease (percentage points) under any condition that fails (default 1.0)")
+                   help="INT8 top-1 decrease (percentage points) under any condition that fails when its 95%% CI "
+                        "also excludes zero (default 1.0)")
     p.add_argument("--max-npu-share-drop", type=finite_float, default=0.0, metavar="F",
                    help="NPU op share decrease (fraction) that fails (default 0: any op moving to the CPU)")
     p.add_argument("--max-latency-increase", type=finite_float, metavar="F",

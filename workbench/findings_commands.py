@@ -33,7 +33,7 @@ def _findings(args: argparse.Namespace) -> int:
 
     from ._cli import EXIT_GATE_FAILED, EXIT_OK, emit
     from .errors import WorkbenchError
-    from .findings import findings_for, run_findings, write_docs
+    from .findings import findings_for, resolve_run, run_findings, write_docs
     if args.docs:
         path = write_docs(args.docs)
         emit({"docs": str(path)}, as_json=args.json, text=str(path))
@@ -45,12 +45,17 @@ def _findings(args: argparse.Namespace) -> int:
         from .quantize.findings import deployed_findings
         from .quantize.inspect import inspect_model
         found = findings_for(inspect_model(path), target=args.target) + deployed_findings(path, target=args.target)
+        run, run_id, note = str(path), None, ""
     else:
-        found = run_findings(path, targets=args.targets)
+        where = resolve_run(path)
+        found = run_findings(where.run_dir, targets=args.targets or (list(where.targets) if where.note.startswith(
+            "target folder") else None))
+        run, run_id, note = str(path), where.run_id, where.note
     shown = found.at_least(args.min_severity)
-    emit({"run": str(path), "max_severity": found.max_severity, "counts": found.counts(),
-          "findings": shown.to_list()} if args.json else shown, as_json=args.json,
-         text=shown.text() if not args.json else None)
+    head = f"run {run_id}" + (f" ({note})" if note else "") + "\n" if run_id else ""
+    emit({"run": run, "run_id": run_id, "resolved": note, "max_severity": found.max_severity,
+          "counts": found.counts(), "findings": shown.to_list()} if args.json else shown, as_json=args.json,
+         text=head + shown.text() if not args.json else None)
     if args.fail_above and found.above(args.fail_above):
         return EXIT_GATE_FAILED
     return EXIT_OK

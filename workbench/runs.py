@@ -166,15 +166,16 @@ class RunFolder:
     def save(self, stage: str, result: Any, *, params: dict[str, Any] | None = None) -> Path:
         """Write ``result`` (a Result) as ``<stage>.json`` with the parameters it came from.
 
-        The record is shareable: paths under the workbench cache are written as
-        ``$NPU_WORKBENCH_CACHE/...``, paths under the working (project) folder relative
-        to it, paths under the home folder as ``~/...`` (:func:`portable_paths`).
+        The record is shareable and reads the same from any working folder: paths under the workbench
+        cache are written as ``$NPU_WORKBENCH_CACHE/...``, paths under the working (project) folder or
+        the run's output folder relative to the record's own folder (``model/model.tflite``), other
+        paths under the home folder as ``~/...`` (:func:`portable_paths` with ``base=``).
         """
         kind = type(result)
         record = {"stage": stage, "type": f"{kind.__module__}:{kind.__qualname__}", "saved_utc": _now(),
                   "model": self.model_name, "dataset": self.dataset_name, "params": params or {},
                   "result": result.to_dict()}
-        return atomic_write_json(self.file(stage), portable_paths(record))
+        return atomic_write_json(self.file(stage), portable_paths(record, base=self.path))
 
     def record(self, stage: str) -> dict[str, Any] | None:
         """The raw JSON record of a stage, or None when the stage has not run."""
@@ -203,7 +204,7 @@ class RunFolder:
                              f"Delete it and run the {stage} stage again.")
         cls = getattr(importlib.import_module(module), name)
         try:
-            return cls.from_dict(local_paths(record["result"]))
+            return cls.from_dict(local_paths(record["result"], base=self.path))
         except (KeyError, TypeError, ValueError) as exc:
             raise BatchError(f"{self.file(stage)}: not a readable {stage} record ({type(exc).__name__}: {exc}); "
                              f"delete it and run the {stage} stage again.") from None
@@ -583,13 +584,23 @@ def _load_typed(folder: RunFolder, stage: str) -> Any:
         return None
 
 
+def _raw_record(folder: RunFolder, stage: str) -> dict[str, Any] | None:
+    """The stage's raw record; ``{}`` for one that is not valid JSON (it loads as not run, and
+    :func:`~workbench.findings.target_findings` reports it as ``run.unreadable-record``)."""
+    try:
+        record = folder.record(stage)
+    except BatchError:
+        return {}
+    return record if isinstance(record, dict) or record is None else {}
+
+
 def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
     """Read one target's folder of a run (missing stages leave fields empty)."""
     folder = RunFolder.__new__(RunFolder)          # read-only: do not create folders
     folder.root, folder.target, folder.path = Path(run_dir), target, Path(run_dir) / target
     if not folder.path.is_dir():
         return TargetSummary(target=target, status="failed", error="no results (the target did not run)")
-    records = {s: folder.record(s) for s in STAGES}
+    records = {s: _raw_record(folder, s) for s in STAGES}
     first: dict[str, Any] = next((records[s] or {} for s in STAGES if records[s] is not None), {})
     folder.model_name = first.get("model", REFERENCE)
     folder.dataset_name = first.get("dataset", "")
@@ -625,7 +636,7 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
         vela_estimate_ms=vela_ms,
         vela_label=vela_label,
         manifest=folder.manifest(loaded) if done else None,
-        findings=tuple(_target_findings(folder)) if done else ())
+        findings=tuple(_target_findings(folder)))
 
 
 def _target_findings(folder: RunFolder) -> Any:

@@ -125,3 +125,67 @@ def test_every_target_report_opens_with_its_findings(tmp_path):
     nb.metadata["papermill"] = {"parameters": {}}
     nbformat.write(nb, str(path))
     assert "Findings" not in export_html(path)
+
+
+def _batch_out_with_quantize(zoo_root, tmp_path, monkeypatch, run_id="20260101-000000"):
+    """A batch --out folder as the kernels write it (working folder = --out, run_dir relative): a per-tensor
+    quantize record of the 1000x spread model, the notebooks' <target>/ folder, summary.json."""
+    from workbench.quantize.engine import quantize
+
+    from .zoo import _nchw_calibration, _onnx_model, _shared
+    model = _shared(zoo_root, "spread.onnx", lambda p: _onnx_model(p, depthwise_spread=1000.0))
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.chdir(out)
+    folder = RunFolder(f"runs/{run_id}", target="imx8mp", model=str(model), dataset="trap-data")
+    q = quantize(model, "a8w8_pt", _nchw_calibration(), backend="onnx", output=folder.path / "model")
+    folder.save("quantize", q)
+    (out / "imx8mp").mkdir()
+    (out / "imx8mp" / "20_quantize.ipynb").write_text("{}")
+    (out / "summary.json").write_text(json.dumps({"run_id": run_id, "run_dir": f"runs/{run_id}", "targets": {}}))
+    return out
+
+
+def test_findings_of_a_batch_out_folder_from_any_working_folder(zoo_root, tmp_path, monkeypatch, capsys):
+    out = _batch_out_with_quantize(zoo_root, tmp_path, monkeypatch)
+    record = json.loads((out / "runs/20260101-000000/imx8mp/quantize.json").read_text())
+    assert record["result"]["path"] == "model/model.onnx"           # relative to the record's own folder
+    here = run_findings(out)
+    assert "quantize.per-tensor-collapse" in here.codes
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert run_findings(out) == here == run_findings(out / "runs" / "20260101-000000")
+    assert run_findings("../out") == here
+    assert _cli(["findings", "../out", "--fail-above", "info"]) == 1
+    text = capsys.readouterr().out
+    assert "run 20260101-000000 (batch output ../out: the run its summary.json names" in text
+    assert "quantize.per-tensor-collapse" in text
+
+
+def test_the_latest_run_of_a_batch_out_folder_is_named(tmp_path):
+    import os
+
+    from workbench.findings import resolve_run
+    for i, run_id in enumerate(("run-old", "run-new")):
+        folder = RunFolder(tmp_path / "out" / "runs" / run_id, target="imx93", dataset="trap-data")
+        path = folder.save("timing", _timing(_steady(20)))
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    where = resolve_run(tmp_path / "out")
+    assert where.run_id == "run-new" and "the newest run, runs/run-new (of 2 runs)" in where.note
+
+
+def test_an_unreadable_record_is_an_error_finding_in_every_view(run_dir, capsys):
+    from workbench.evaluate.gate import Gate, check_quality_gate
+    from workbench.runs import summarize_run
+    folder = RunFolder(run_dir, target="imx93", dataset="trap-data")
+    text = folder.file("timing").read_text()
+    folder.file("timing").write_text(text[: len(text) // 2])       # truncated: the timing findings are unknown
+    found = run_findings(run_dir)
+    (f,) = found.with_code("run.unreadable-record")
+    assert f.severity == "error" and f.evidence["stage"] == "timing" and "timing.json" in f.message
+    summary = summarize_run(run_dir)
+    assert "run.unreadable-record" in {x.code for x in summary.targets[0].findings}
+    gate = check_quality_gate(summary, Gate(findings_max_severity="warning"))
+    assert not gate.passed and any("run.unreadable-record" in v.reason for v in gate.violations)
+    assert _cli(["findings", str(run_dir), "--fail-above", "warning"]) == 1
