@@ -97,3 +97,54 @@ def test_custom_metric_by_module_name(tmp_path, monkeypatch):
         resolve_metric("accuracy")
     with pytest.raises(EvaluationError, match="expected one value per sample"):
         metric_values("m", lambda o, y: np.zeros(5), [np.zeros((2, 1))], np.zeros(2), "x")
+
+
+def test_nchw_heatmaps_against_nhwc_are_compared_in_one_layout(idx):
+    """A PyTorch model's NCHW [17, 16, 16] output against its converted model's NHWC [16, 16, 17]:
+    compared element by element (the old code) a near-perfect model scored about -3 dB."""
+    from workbench.evaluate.fidelity import layout_permutation
+    rng = np.random.default_rng(4)
+    heat = rng.normal(size=(400, 17, 16, 16)).astype(np.float32)
+    logits = rng.normal(size=(400, 5))
+    noisy = heat + rng.normal(scale=0.01, size=heat.shape)             # signal 1, noise 1e-4: 40 dB
+    want = 10 * np.log10((heat ** 2).sum() / ((noisy - heat) ** 2).sum())
+    nhwc = noisy.transpose(0, 2, 3, 1).reshape(400, -1)
+    ref = [heat.reshape(400, -1), logits]
+    cand = [nhwc, logits]
+    flat = fidelity_rows("day", "int8", ref, cand, idx, names=("heatmaps", "logits"), kinds=("other", "class_scores"))
+    assert flat[0].sqnr_db < 0 and flat[0].cosine < 0.8                # the old answer: noise
+    rows = fidelity_rows("day", "int8", ref, cand, idx, names=("heatmaps", "logits"), kinds=("other", "class_scores"),
+                         reference_layout=[("heatmaps", (17, 16, 16)), ("logits", (5,))],
+                         candidate_layout=[("heatmaps", (16, 16, 17)), ("logits", (5,))])
+    assert rows[0].sqnr_db == pytest.approx(want, abs=0.01) and rows[0].cosine > 0.999
+    assert rows[0].permutation == (2, 0, 1) and rows[0].shape == (17, 16, 16)
+    assert rows[1].sqnr_db == 200.0 and rows[1].permutation == ()
+    assert layout_permutation((17, 16, 16), (16, 16, 17)) == (2, 0, 1)
+    assert layout_permutation((4, 10), (10, 4)) == (1, 0)
+    assert layout_permutation((4, 10), (4, 11)) is None
+
+
+def test_outputs_paired_by_name_before_position(idx):
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=(400, 6)), rng.normal(size=(400, 6))        # same size: position alone would pair a-b
+    rows = fidelity_rows("day", "int8", [a, b], [b, a], idx, names=("a", "b"), kinds=("other", "other"),
+                         reference_layout=[("a", (6,)), ("b", (6,))], candidate_layout=[("b", (6,)), ("a", (6,))])
+    assert [r.sqnr_db for r in rows] == [200.0, 200.0]
+
+
+def test_scalar_outputs_and_all_zero_vectors(idx):
+    rng = np.random.default_rng(6)
+    score = rng.normal(size=(400, 1))
+    stats = output_fidelity(score, score + 0.1, idx)
+    assert stats["cosine"] is None and stats["mean_abs_error"] == pytest.approx(0.1)   # no sign-agreement "cosine"
+    ref = rng.normal(size=(400, 8))
+    ref[:200] = 0.0                                                      # half the samples: all zeros in both
+    cand = ref.copy()
+    cand[200:] = -cand[200:]                                             # the rest: exactly opposite
+    stats = output_fidelity(ref, cand, idx)
+    assert stats["cosine"] == pytest.approx(-1.0)                        # not (1 + -1) / 2 = 0
+    both_zero = output_fidelity(np.zeros((400, 8)), np.zeros((400, 8)), idx)
+    assert both_zero["cosine"] is None
+    row = FidelityRow(condition="day", model="int8", output="score", output_index=0, kind="other",
+                      **output_fidelity(score, score + 0.1, idx))
+    assert "n/a (scalar)" in text([row]) and "mean |err| 0.1" in text([row])

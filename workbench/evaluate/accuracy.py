@@ -269,7 +269,11 @@ def compare_accuracy(fp32_model: Any, candidates: Any, dataset: Any, *, conditio
     labels_of = _label_mapper(data, held_out, contract, outputs[(reference_name, conds[0])], models,
                               metric_name)
     n_outputs = len(outputs[(reference_name, conds[0])])
-    out_names = tuple(contract.output_name(k) for k in range(n_outputs))
+    layouts = _output_layouts(models, data, contract) if fidelity else {}
+    own = layouts.get(reference_name)
+    # the card's names, else the FP32 model's own (an ONNX model's `heatmaps`), else output_<k>
+    out_names = tuple(contract.output_name(k) if k < len(contract.outputs) or not own or len(own) != n_outputs
+                      else own[k][0] for k in range(n_outputs))
     kinds = tuple(contract.output_kind(k, n_outputs) for k in range(n_outputs))
     rows, fid_rows = [], []
     for cond in conds:
@@ -291,7 +295,8 @@ def compare_accuracy(fp32_model: Any, candidates: Any, dataset: Any, *, conditio
                                             metric_fn, is_reference=name == reference_name))
         if fidelity:
             for name, _ in models[1:]:
-                fid_rows += _fidelity(cond, name, ref_out, outputs[(name, cond)], idx, out_names, kinds, confidence)
+                fid_rows += _fidelity(cond, name, ref_out, outputs[(name, cond)], idx, out_names, kinds, confidence,
+                                      layouts.get(reference_name), layouts.get(name))
     if check_contract and metric_name == "top1":
         issues += guards.check_baseline(models[0][1], data, held_out, conds, rows, contract, reference_name,
                                         batch_size=batch_size, num_threads=num_threads, cache=cache,
@@ -330,9 +335,26 @@ def _metric(name: str, fn: Any, outputs: list[np.ndarray], y: np.ndarray, model:
     return metric_values(name, fn, outputs, y, f"model {model!r}, condition {cond!r}")
 
 
-def _fidelity(cond, name, ref_out, out, idx, out_names, kinds, confidence) -> list[FidelityRow]:
+def _fidelity(cond, name, ref_out, out, idx, out_names, kinds, confidence, ref_layout=None,
+              layout=None) -> list[FidelityRow]:
     from .fidelity import fidelity_rows
-    return fidelity_rows(cond, name, ref_out, out, idx, names=out_names, kinds=kinds, confidence=confidence)
+    return fidelity_rows(cond, name, ref_out, out, idx, names=out_names, kinds=kinds, confidence=confidence,
+                         reference_layout=ref_layout, candidate_layout=layout)
+
+
+def _output_layouts(models, data: Any, contract: InputContract) -> dict[str, Any]:
+    """Each model's output names and per-sample shapes (:func:`~.fidelity.output_layouts`), so that
+    fidelity compares a converted NHWC output with the FP32 model's NCHW one in the same layout."""
+    from .fidelity import output_layouts
+    shape = tuple(data.input_shape)
+    if contract.size is not None:
+        shape = (*contract.size, contract.channels)
+    layouts = {}
+    for name, path in models:
+        layout = output_layouts(path, shape)
+        if layout is not None:
+            layouts[name] = layout
+    return layouts
 
 
 def _label_mapper(data: Any, held_out: Any, contract: InputContract, ref_outputs: list[np.ndarray], models,

@@ -14,6 +14,15 @@ output as reference):
 Each comes with a paired bootstrap CI: the same resampled sample indices as the accuracy
 of that condition (so every statistic and model sees the same resamples).  An output
 whose FP32 reference is all zeros has no defined SQNR (reported as ``None``).
+
+Outputs are matched by name (when both models name them alike), else by position, and by
+**layout**: a converted model's NHWC output ``[16, 16, 17]`` is transposed back to the FP32
+model's NCHW ``[17, 16, 16]`` before anything is compared (:func:`output_layouts` reads each
+model's output names and per-sample shapes; :func:`layout_permutation` finds the permutation,
+preferring the channels-last move a converter makes).  A **scalar** output (one value per
+sample) has no direction: its cosine is ``None`` and its ``mean_abs_error`` is the figure to
+read.  A sample where both vectors are all zeros has no defined cosine: it is left out of the
+mean (``None`` when no sample has one), never counted as 1.
 """
 
 from __future__ import annotations
@@ -44,9 +53,9 @@ class FidelityRow(Result):
     sqnr_db: float | None
     sqnr_ci_low: float | None
     sqnr_ci_high: float | None
-    cosine: float
-    cosine_ci_low: float
-    cosine_ci_high: float
+    cosine: float | None
+    cosine_ci_low: float | None
+    cosine_ci_high: float | None
     max_abs_error: float
     max_abs_ci_low: float
     max_abs_ci_high: float
@@ -54,10 +63,14 @@ class FidelityRow(Result):
     topk_agreement: tuple[float, ...] = ()
     topk_ci_low: tuple[float, ...] = ()
     topk_ci_high: tuple[float, ...] = ()
+    mean_abs_error: float | None = None
+    shape: tuple[int, ...] = ()          # per-sample shape, in the FP32 model's layout
+    permutation: tuple[int, ...] = ()    # how the candidate's output was transposed to it (() = as is)
 
     def summary(self) -> str:
         sqnr = "n/a" if self.sqnr_db is None else f"{self.sqnr_db:.1f} dB"
-        return (f"{self.model} {self.condition} {self.output}: SQNR {sqnr}, cosine {self.cosine:.4f}, "
+        cos = "n/a" if self.cosine is None else f"{self.cosine:.4f}"
+        return (f"{self.model} {self.condition} {self.output}: SQNR {sqnr}, cosine {cos}, "
                 f"max |err| {self.max_abs_error:.4g}")
 
 
@@ -73,8 +86,14 @@ def table_rows(rows: Sequence[FidelityRow]) -> list[tuple[Any, ...]]:
         sqnr_ci = "" if r.sqnr_ci_low is None else f"{r.sqnr_ci_low:.1f}..{r.sqnr_ci_high:.1f}"
         topk = ", ".join(f"top-{k} {a:.1%} ({lo:.1%}..{hi:.1%})"
                          for k, a, lo, hi in zip(r.topk, r.topk_agreement, r.topk_ci_low, r.topk_ci_high)) or "-"
-        out.append((r.condition, r.model, f"{r.output} ({r.kind}, {r.values})", sqnr, sqnr_ci, f"{r.cosine:.4f}",
-                    f"{r.cosine_ci_low:.4f}..{r.cosine_ci_high:.4f}", f"{r.max_abs_error:.4g}", topk))
+        if r.cosine is None:
+            cos = "n/a (scalar)" if r.values == 1 else "n/a (all zeros)"
+            cos_ci = "" if r.mean_abs_error is None else f"mean |err| {r.mean_abs_error:.4g}"
+        else:
+            cos = f"{r.cosine:.4f}"
+            cos_ci = f"{r.cosine_ci_low:.4f}..{r.cosine_ci_high:.4f}"
+        out.append((r.condition, r.model, f"{r.output} ({r.kind}, {r.values})", sqnr, sqnr_ci, cos, cos_ci,
+                    f"{r.max_abs_error:.4g}", topk))
     return out
 
 
@@ -117,10 +136,13 @@ def output_fidelity(reference: np.ndarray, candidate: np.ndarray, indices: np.nd
     signal = np.sum(ref * ref, axis=1)                   # per-sample power, summed over values
     noise = np.sum(err * err, axis=1)
     abs_max = np.max(np.abs(err), axis=1)
-    norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(cand, axis=1)
+    ref_norm, cand_norm = np.linalg.norm(ref, axis=1), np.linalg.norm(cand, axis=1)
+    norms = ref_norm * cand_norm
+    # one zero vector against a non-zero one: orthogonal (0); both zero: no direction, left out (NaN)
     cos = np.where(norms > 0, np.sum(ref * cand, axis=1) / np.where(norms > 0, norms, 1.0),
-                   np.where(np.linalg.norm(ref, axis=1) == np.linalg.norm(cand, axis=1), 1.0, 0.0))
-    out: dict[str, Any] = {"n": int(len(ref)), "values": int(ref.shape[1])}
+                   np.where((ref_norm == 0) & (cand_norm == 0), np.nan, 0.0))
+    out: dict[str, Any] = {"n": int(len(ref)), "values": int(ref.shape[1]),
+                           "mean_abs_error": float(np.abs(err).mean()) if err.size else 0.0}
 
     def sqnr(s: np.ndarray, e: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -136,8 +158,15 @@ def output_fidelity(reference: np.ndarray, candidate: np.ndarray, indices: np.nd
         low, high = _percentile(boot[finite], confidence) if finite.any() else (point, point)
         cap = 200.0                                       # identical outputs: report a large finite number
         out.update(sqnr_db=min(point, cap), sqnr_ci_low=min(low, cap), sqnr_ci_high=min(high, cap))
-    low, high = _percentile(cos[indices].mean(axis=1), confidence)
-    out.update(cosine=float(cos.mean()), cosine_ci_low=low, cosine_ci_high=high)
+    if ref.shape[1] == 1 or np.isnan(cos).all():
+        out.update(cosine=None, cosine_ci_low=None, cosine_ci_high=None)   # a scalar has no direction
+    else:
+        import warnings
+        with warnings.catch_warnings():    # "Mean of empty slice": a resample of all-zero pairs only
+            warnings.simplefilter("ignore", RuntimeWarning)
+            boot_cos = np.nanmean(cos[indices], axis=1)
+        low, high = _percentile(boot_cos[np.isfinite(boot_cos)], confidence)
+        out.update(cosine=float(np.nanmean(cos)), cosine_ci_low=low, cosine_ci_high=high)
     low, high = _percentile(abs_max[indices].max(axis=1), confidence)
     out.update(max_abs_error=float(abs_max.max()), max_abs_ci_low=low, max_abs_ci_high=high)
     ks, agree, lows, highs = [], [], [], []
@@ -157,15 +186,81 @@ def output_fidelity(reference: np.ndarray, candidate: np.ndarray, indices: np.nd
     return out
 
 
+def layout_permutation(reference_shape: Sequence[int], candidate_shape: Sequence[int]) -> tuple[int, ...] | None:
+    """The permutation ``p`` (of per-sample axes) with ``candidate.transpose(p)`` in the reference's layout.
+
+    ``()`` when the shapes are equal (nothing to do); the channels-last move a converter makes
+    (NCHW ``[C, H, W]`` -> NHWC ``[H, W, C]``, and ``[C, L]`` -> ``[L, C]``) is tried first, then
+    any permutation that fits; ``None`` when none does (different number of values).
+    """
+    import itertools
+    ref, cand = tuple(int(d) for d in reference_shape), tuple(int(d) for d in candidate_shape)
+    if ref == cand:
+        return ()
+    if len(ref) != len(cand) or sorted(ref) != sorted(cand):
+        return None
+    rank = len(ref)
+    # candidate axis k holds reference axis q[k]; undoing it is transposing by argsort(q)
+    channels_last = tuple(range(1, rank)) + (0,)
+    for q in (channels_last, *itertools.permutations(range(rank))):
+        if tuple(ref[a] for a in q) == cand:
+            return tuple(int(i) for i in np.argsort(q))
+    return None
+
+
+def output_layouts(path: Any, input_shape: Sequence[int] | None = None) -> list[tuple[str, tuple[int, ...]]] | None:
+    """``[(name, per-sample shape)]`` of a model file's outputs, in the order the workbench's
+    predictors return them; ``None`` for formats whose shapes are not read here (Keras, SavedModel).
+
+    ``input_shape`` (per-sample, NHWC, e.g. ``(48, 192, 3)``) fills a dynamic input of an ONNX
+    model, which is then run once on zeros to learn its output shapes.
+    """
+    from pathlib import Path
+    path = Path(str(path))
+    try:
+        if path.suffix == ".tflite":
+            from ai_edge_litert.interpreter import Interpreter
+            interp = Interpreter(model_path=str(path))
+            return [(o["name"], tuple(int(d) for d in o["shape"][1:])) for o in interp.get_output_details()]
+        if path.suffix == ".onnx":
+            import onnxruntime as ort
+            session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            outs = session.get_outputs()
+            static = lambda shape: all(isinstance(d, int) and d > 0 for d in shape[1:])  # noqa: E731
+            if all(static(o.shape) for o in outs):
+                return [(o.name, tuple(int(d) for d in o.shape[1:])) for o in outs]
+            inp = session.get_inputs()[0]
+            dims: list[int | None] = [d if isinstance(d, int) and d > 0 else None for d in inp.shape]
+            if None in dims[1:]:
+                if input_shape is None or len(input_shape) != 3 or len(dims) != 4:
+                    return None
+                h, w, c = (int(v) for v in input_shape)
+                fill = (c, h, w) if dims[1] == c else (h, w, c)
+                dims = [1, *(d if d is not None else f for d, f in zip(dims[1:], fill))]
+            feed = np.zeros([1 if d is None else d for d in dims], np.float32)
+            results = session.run(None, {inp.name: feed})
+            return [(o.name, tuple(int(d) for d in r.shape[1:])) for o, r in zip(outs, results)]
+    except Exception:  # noqa: BLE001 - a model we cannot read here keeps the flat comparison
+        return None
+    return None
+
+
 def pair_outputs(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
-                 model: str = "candidate") -> list[tuple[int, int]]:
-    """``(reference index, candidate index)`` pairs: by position when the shapes line up, else by
-    a unique number of values per sample (converters may reorder outputs)."""
+                 model: str = "candidate", *, reference_names: Sequence[str] | None = None,
+                 candidate_names: Sequence[str] | None = None) -> list[tuple[int, int]]:
+    """``(reference index, candidate index)`` pairs: by name when both models name their outputs
+    alike, by position when the sizes line up, else by a unique number of values per sample
+    (converters may reorder outputs)."""
     ref_sizes = [r.shape[1] for r in reference]
     cand_sizes = [c.shape[1] for c in candidate]
     if len(ref_sizes) != len(cand_sizes):
         raise EvaluationError(f"the FP32 model has {len(ref_sizes)} output(s) but {model!r} has {len(cand_sizes)}; "
                               "compare models of the same graph.")
+    if (reference_names and candidate_names and len(set(reference_names)) == len(reference_names)
+            and sorted(reference_names) == sorted(candidate_names)):
+        pairs = [(i, list(candidate_names).index(n)) for i, n in enumerate(reference_names)]
+        if all(ref_sizes[i] == cand_sizes[j] for i, j in pairs):
+            return pairs
     if ref_sizes == cand_sizes:
         return list(enumerate(range(len(ref_sizes))))
     if sorted(ref_sizes) == sorted(cand_sizes) and len(set(ref_sizes)) == len(ref_sizes):
@@ -176,12 +271,37 @@ def pair_outputs(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray
 
 def fidelity_rows(condition: str, model: str, reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
                   indices: np.ndarray, *, names: Sequence[str], kinds: Sequence[str],
-                  confidence: float = 0.95) -> list[FidelityRow]:
-    """One :class:`FidelityRow` per output of ``candidate`` against ``reference``."""
+                  confidence: float = 0.95,
+                  reference_layout: Sequence[tuple[str, Sequence[int]]] | None = None,
+                  candidate_layout: Sequence[tuple[str, Sequence[int]]] | None = None,
+                  permutations: Sequence[Sequence[int] | None] | None = None) -> list[FidelityRow]:
+    """One :class:`FidelityRow` per output of ``candidate`` against ``reference``.
+
+    ``reference_layout`` / ``candidate_layout`` (from :func:`output_layouts`) give each output's
+    name and per-sample shape: outputs are then paired by name where the names agree, and a
+    candidate output in another layout is transposed to the reference's first.
+    ``permutations`` (per reference output, as a conversion recorded it) overrides the
+    permutation found from the shapes.
+    """
+    ref_names = [n for n, _ in reference_layout] if reference_layout else None
+    cand_names = [n for n, _ in candidate_layout] if candidate_layout else None
     rows = []
-    for i, j in pair_outputs(reference, candidate, model):
-        stats = output_fidelity(reference[i], candidate[j], indices, class_scores=kinds[i] == "class_scores",
+    for i, j in pair_outputs(reference, candidate, model, reference_names=ref_names, candidate_names=cand_names):
+        cand = np.asarray(candidate[j])
+        perm: tuple[int, ...] = ()
+        shape: tuple[int, ...] = ()
+        if reference_layout and candidate_layout:
+            ref_shape, cand_shape = tuple(reference_layout[i][1]), tuple(candidate_layout[j][1])
+            shape = tuple(int(d) for d in ref_shape)
+            recorded = permutations[i] if permutations is not None and i < len(permutations) else None
+            found = tuple(recorded) if recorded is not None else layout_permutation(ref_shape, cand_shape)
+            if (found and int(np.prod(cand_shape)) == cand.reshape(len(cand), -1).shape[1]
+                    and len(found) == len(cand_shape)):
+                perm = tuple(int(a) for a in found)
+                cand = cand.reshape((len(cand), *cand_shape)).transpose((0, *(a + 1 for a in perm)))
+                cand = cand.reshape(len(cand), -1)
+        stats = output_fidelity(reference[i], cand, indices, class_scores=kinds[i] == "class_scores",
                                 confidence=confidence)
         rows.append(FidelityRow(condition=condition, model=model, output=names[i], output_index=i, kind=kinds[i],
-                                **stats))
+                                shape=shape, permutation=perm, **stats))
     return rows
