@@ -178,6 +178,14 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "The INT8 model gives different predictions on the board than on the host: the host accuracy "
      "does not hold on the device (delegate kernels, rounding, or a different file).",
      "Check the deployed file's hash; report the op where outputs diverge to the BSP vendor."),
+    CatalogueEntry("board.tensor-divergence", "error", "board", "The board's INT8 tensors depart from the host's",
+     "`workbench bisect` ran the same INT8 file on the same input codes on the host and on the board and found "
+     "the first tensor, in execution order, whose codes differ beyond the tolerance while the op's inputs "
+     "agree: that op computes differently there (kernel rounding, a delegate's implementation, a different "
+     "runtime). A warning when the model's outputs still agree (a later op masks it).",
+     "Read the op named; compare it with the placement (NPU or CPU there); try the board's runtime with "
+     "the other kernels or delegate version; report the op, its inputs' agreement and the numbers to the "
+     "BSP vendor."),
 )
 
 
@@ -355,6 +363,7 @@ RULES = {
     "AccuracyReport": "workbench.evaluate.findings",
     "PlacementReport": "workbench.placement.findings",
     "TimingResult": "workbench.board.findings",
+    "BisectResult": "workbench.board.divergence",
 }
 
 

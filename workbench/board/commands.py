@@ -1,4 +1,4 @@
-"""CLI of the board stage: ``workbench bench`` and ``workbench parse-benchmark``.
+"""CLI of the board stage: ``workbench bench``, ``workbench bisect`` and ``workbench parse-benchmark``.
 
 Only argparse at import time; the work is imported inside the handlers.
 """
@@ -72,6 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_json_flag(bench)
     bench.set_defaults(func=_bench)
 
+    _register_bisect(subparsers)
+
     parse = subparsers.add_parser(
         "parse-benchmark", help="read a saved benchmark_model log into numbers",
         description="Parse LOGFILE (benchmark_model stdout+stderr). A field the log does not "
@@ -106,4 +108,82 @@ def _parse(args: argparse.Namespace) -> int:
     for o in log.op_summary:
         lines.append(f"  {o.node_type}: count {o.count}, avg {o.avg_ms} ms")
     emit(log, as_json=args.json, text="\n".join(lines))
+    return 0
+
+
+def _register_bisect(subparsers: argparse._SubParsersAction) -> None:
+    from .._cli import add_json_flag
+    kernels = ("default", "optimized", "reference")
+    p = subparsers.add_parser(
+        "bisect", help="find the first tensor where a board's INT8 run departs from the host's",
+        description="Run MODEL on real samples on the board and on the host, compare the outputs code by "
+                    "code, and when they depart halve the model's tensors (each board run exposes one "
+                    "intermediate tensor as an output: an edit of the file, not a re-conversion) until the "
+                    "first departing op is found: at most ceil(log2(tensors)) + 2 board runs. When the "
+                    "outputs agree, one run compares every tensor op by op. Exactly one of --board, --host, "
+                    "--local, --replay.")
+    p.add_argument("model", metavar="MODEL.tflite", help="the INT8 .tflite deployed on the board")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--board", metavar="NAME", help="a board from boards.yaml")
+    where.add_argument("--host", metavar="DEST", help="an SSH destination (alias or user@host[:port])")
+    where.add_argument("--local", action="store_true",
+                       help="this machine as the 'board' (use with --kernels reference to compare kernels)")
+    where.add_argument("--replay", metavar="DIR", help="replay a bisection recorded with --record")
+    p.add_argument("--data", metavar="D", required=True,
+                   help="dataset the samples come from (a built-in name or a folder), test split")
+    p.add_argument("--condition", metavar="C", default=None, help="deployment condition (default: the first)")
+    p.add_argument("--samples", metavar="N", type=int, default=4, help="samples per run (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample choice (default 0)")
+    p.add_argument("--tolerance", metavar="CODES", type=int, default=0,
+                   help="largest code difference that still agrees (default 0: bit-exact)")
+    p.add_argument("--kernels", choices=kernels, default=None,
+                   help="CPU kernels of the board's runtime (default: boards.yaml's `kernels:`, else default; "
+                        "reference = TFLite's reference kernels)")
+    p.add_argument("--host-kernels", choices=kernels, default="default",
+                   help="CPU kernels of the host's runtime (default: default, the workbench's own)")
+    p.add_argument("--target", metavar="T", default=None,
+                   help="target whose placement names where the departing op runs (default: the board's)")
+    p.add_argument("--boards-file", metavar="FILE", default=None, help="board inventory (default ./boards.yaml)")
+    p.add_argument("--ssh-config", metavar="FILE", default=None, help="OpenSSH config file (ssh -F)")
+    p.add_argument("--known-hosts", metavar="FILE", default=None, help="known_hosts file")
+    p.add_argument("--python", metavar="REMOTE_PYTHON", default=None, help="Python on the board")
+    p.add_argument("--delegate", metavar="PATH", default=None, help="delegate library on the board")
+    p.add_argument("--workdir", metavar="DIR", default=None, help="work folder on the board")
+    p.add_argument("--connect-timeout", metavar="SECONDS", type=_seconds, default=10.0)
+    p.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=900.0,
+                   help="timeout of each board run (default 900)")
+    p.add_argument("--record", metavar="DIR", default=None,
+                   help="keep each board run's raw output (with its sha256) in DIR, to --replay it later")
+    p.add_argument("--out", metavar="FILE.json", default=None,
+                   help="write the result as JSON (read by `workbench findings` and the reports)")
+    add_json_flag(p)
+    p.set_defaults(func=_bisect)
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    from .._cli import emit
+    from .divergence import run_bisect
+    result = run_bisect(args.model, data=args.data, board=args.board, host=args.host, local=args.local,
+                        replay=args.replay, condition=args.condition, samples=args.samples, seed=args.seed,
+                        tolerance=args.tolerance, kernels=args.kernels, host_kernels=args.host_kernels,
+                        target=args.target, boards_file=args.boards_file, ssh_config=args.ssh_config,
+                        known_hosts=args.known_hosts, python=args.python, delegate=args.delegate,
+                        workdir=args.workdir, connect_timeout=args.connect_timeout,
+                        command_timeout=args.timeout, record=args.record, out=args.out)
+    from ..findings import findings_for
+    lines = [result.summary()]
+    seen: dict[int, str] = {}
+    for t in result.compared:                       # each tensor once, as last compared
+        seen[t.tensor] = t.summary() + ("" if t.agrees else "  <- departs")
+    lines.append(f"compared ({len(seen)} tensors, {len(result.probes)} board runs):")
+    op_order = {t.tensor: (t.op_index if t.op_index is not None else 1 << 30) for t in result.compared}
+    lines += [f"  {seen[t]}" for t in sorted(seen, key=lambda t: (op_order[t], t))][:15]
+    if len(seen) > 15:
+        lines.append(f"  ... {len(seen) - 15} more (--json lists them all)")
+    if result.first_divergence is not None and result.op_inputs:
+        lines.append("inputs of the departing op:")
+        lines += [f"  {t.summary()}" for t in result.op_inputs]
+    lines += [f"note: {n}" for n in result.notes]
+    lines += [f"finding: {f.severity} {f.code}: {f.message}" for f in findings_for(result)]
+    emit(result, as_json=args.json, text="\n".join(lines))
     return 0

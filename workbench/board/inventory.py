@@ -44,7 +44,9 @@ TYPICAL_DELEGATE = {"imx8mp": "/usr/lib/libvx_delegate.so",
 
 _REQUIRED = ("destination", "target")
 _OPTIONAL = ("delegate", "benchmark_model", "workdir", "python", "ssh_config", "known_hosts",
-             "description")
+             "description", "kernels")
+#: CPU kernels a board's runtime can be told to use (``workbench bisect``; see remote_runner.KERNELS)
+KERNEL_CHOICES = ("default", "optimized", "reference")
 _SECRET_WORDS = ("password", "passphrase", "secret", "token", "private_key")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _DEST = re.compile(r"^(?:(?P<user>[^@\s:]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^@\s:\[\]]+)"
@@ -107,6 +109,7 @@ class Board(Result):
     known_hosts: str | None = None
     description: str = ""
     source: str = ""
+    kernels: str = "default"           # CPU kernels of the board's runtime (bisect): default, optimized, reference
 
     def summary(self) -> str:
         return (f"board {self.name} ({self.target}) at {self.destination}, delegate "
@@ -146,8 +149,11 @@ def _check_board(name: Any, entry: Any, source: str) -> Board:
         value = entry.get(key)
         if value and (value.startswith("-") or any(c in value for c in _CONTROL)):
             raise BoardError(f"{where}: `{key}` must be a path, not an option or a line break. Got {value!r}.")
+    kernels = entry.get("kernels") or "default"
+    if kernels not in KERNEL_CHOICES:
+        raise BoardError(f"{where}: `kernels` must be one of {', '.join(KERNEL_CHOICES)}. Got {kernels!r} instead.")
     workdir = entry.get("workdir") or DEFAULT_WORKDIR
-    return Board(name=name, destination=entry["destination"].strip(), target=target,
+    return Board(kernels=kernels, name=name, destination=entry["destination"].strip(), target=target,
                  delegate=entry.get("delegate") or None,
                  benchmark_model=entry.get("benchmark_model") or None, workdir=workdir,
                  python=entry.get("python") or DEFAULT_PYTHON,

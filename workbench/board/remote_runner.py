@@ -17,14 +17,28 @@ already prepared as the model's float input) it also runs every sample once and 
 ``"outputs": {condition: [[float, ...], ...]}``: each output vector dequantized with
 the model's own output parameters, inputs quantized with its input parameters as
 TFLite's QUANTIZE does (``round half away from zero``, then the zero point, clipped).
+With ``--tensors FILE.npz`` (one array ``input_<k>`` of shape ``(N, ...)`` per model
+input, already in the input's own dtype: INT8 codes for an INT8 model) it runs every
+sample once and adds ``"tensors"``: an ``.npz`` (base64) holding, for every output of
+the model, the raw values it produced (``t<tensor index>``, shape ``(N, ...)``, never
+dequantized: the exact integer codes).  The bisection exposes intermediate tensors as
+outputs and uses this mode.  ``--kernels`` picks the CPU kernels of the runtime:
+``default`` (what the runtime does out of the box: the optimized kernels, with XNNPACK
+on most builds), ``optimized`` (the optimized kernels without default delegates) or
+``reference`` (TFLite's reference kernels); a host-side "board" with other kernels
+shows how much the same file can differ between two CPUs' runtimes.
 Every parameter is a plain command-line value or a plain numpy file: nothing here
 evaluates text.
 """
 
 import argparse
+import base64
+import io
 import json
 import sys
 import time
+
+KERNELS = {"default": None, "optimized": "BUILTIN_WITHOUT_DEFAULT_DELEGATES", "reference": "BUILTIN_REF"}
 
 
 def _fail(stage, message):
@@ -44,8 +58,10 @@ def _import_runtime():
         top = __import__(name.split(".")[0])
         version = getattr(top, "__version__", "unknown")
         if name == "tensorflow.lite":
-            return module.Interpreter, module.experimental.load_delegate, "tensorflow %s" % version
-        return module.Interpreter, module.load_delegate, "%s %s" % (name.split(".")[0], version)
+            return (module.Interpreter, module.experimental.load_delegate, "tensorflow %s" % version,
+                    getattr(module.experimental, "OpResolverType", None))
+        return (module.Interpreter, module.load_delegate, "%s %s" % (name.split(".")[0], version),
+                getattr(module, "OpResolverType", None))
     _fail("import", "no TFLite runtime found (tried tflite_runtime, ai_edge_litert, tensorflow): "
           + "; ".join(errors))
 
@@ -140,6 +156,41 @@ def _run_inputs(interpreter, np, path, contract=None):
     return outputs
 
 
+def _run_tensors(interpreter, np, path):
+    """Every sample of ``path`` through the model; the raw values of every output."""
+    try:
+        data = np.load(path, allow_pickle=False)
+        arrays = dict((key, data[key]) for key in data.files)
+    except Exception as exc:
+        _fail("inputs", "cannot read tensors input %s: %s" % (path, exc))
+    details = interpreter.get_input_details()
+    feeds = []
+    for k, detail in enumerate(details):
+        key = "input_%d" % k
+        if key not in arrays:
+            _fail("inputs", "%s holds no %r for model input %r" % (path, key, detail["name"]))
+        x = arrays[key]
+        if np.dtype(x.dtype) != np.dtype(detail["dtype"]):
+            _fail("inputs", "%s: %r has dtype %s, model input %r wants %s"
+                  % (path, key, x.dtype, detail["name"], np.dtype(detail["dtype"])))
+        feeds.append((detail["index"], x))
+    n = min(len(x) for _, x in feeds) if feeds else 0
+    out_details = interpreter.get_output_details()
+    rows = dict((d["index"], []) for d in out_details)
+    for i in range(n):
+        for index, x in feeds:
+            interpreter.set_tensor(index, x[i:i + 1])
+        interpreter.invoke()
+        for d in out_details:
+            rows[d["index"]].append(np.array(interpreter.get_tensor(d["index"])))
+    buffer = io.BytesIO()
+    np.savez(buffer, **dict(("t%d" % index, np.concatenate(values) if values else np.zeros((0,)))
+                            for index, values in rows.items()))
+    return {"samples": n, "npz": base64.b64encode(buffer.getvalue()).decode("ascii"),
+            "outputs": [{"index": int(d["index"]), "name": d["name"], "dtype": np.dtype(d["dtype"]).name,
+                         "shape": [int(v) for v in d["shape"]]} for d in out_details]}
+
+
 def _parse_options(items):
     options = {}
     for item in items or []:
@@ -165,6 +216,12 @@ def main(argv=None):
                         help="JSON of the model's input contract (InputContract.to_params()): the --inputs "
                              "arrays are then pixels (uint8 or float in [0, 1], NHWC, at the model's size) "
                              "that the runner prepares as the workbench does")
+    parser.add_argument("--tensors", default=None,
+                        help=".npz of raw model inputs (input_<k>: (N, ...) in the input's dtype): returns "
+                             "the raw values of every model output per sample")
+    parser.add_argument("--kernels", choices=sorted(KERNELS), default="default",
+                        help="CPU kernels: default (the runtime's own choice), optimized (no default "
+                             "delegates) or reference (TFLite's reference kernels)")
     args = parser.parse_args(argv)
     contract = None
     if args.contract:
@@ -177,7 +234,13 @@ def main(argv=None):
         import numpy as np
     except ImportError as exc:
         _fail("import", "numpy is not installed: %s" % exc)
-    Interpreter, load_delegate, runtime = _import_runtime()
+    Interpreter, load_delegate, runtime, resolver_type = _import_runtime()
+    resolver = None
+    if KERNELS[args.kernels] is not None:
+        if resolver_type is None:
+            _fail("arguments", "--kernels %s: %s has no OpResolverType (too old to choose kernels)"
+                  % (args.kernels, runtime))
+        resolver = getattr(resolver_type, KERNELS[args.kernels])
 
     clock = time.perf_counter
     delegates = []
@@ -194,6 +257,8 @@ def main(argv=None):
             kwargs["experimental_delegates"] = delegates
         if args.threads:
             kwargs["num_threads"] = args.threads
+        if resolver is not None:
+            kwargs["experimental_op_resolver_type"] = resolver
         interpreter = Interpreter(**kwargs)
         interpreter.allocate_tensors()
     except Exception as exc:
@@ -217,6 +282,18 @@ def main(argv=None):
         runs = [timed() for _ in range(max(0, args.runs))]
     except Exception as exc:
         _fail("invoke", "invoke() failed: %s" % exc)
+    tensors = None
+    if args.tensors:
+        try:
+            tensors = _run_tensors(interpreter, np, args.tensors)
+        except SystemExit:
+            raise
+        except Exception as exc:
+            _fail("invoke", "invoke() on the tensors input failed: %s" % exc)
+        try:   # the ops as the runtime runs them (a delegate's partitions show as DELEGATE)
+            tensors["ops_run"] = [op["op_name"] for op in interpreter._get_ops_details()]  # noqa: SLF001
+        except Exception:
+            tensors["ops_run"] = None
     outputs = None
     if args.inputs:
         try:
@@ -227,12 +304,14 @@ def main(argv=None):
             _fail("invoke", "invoke() on the inputs failed: %s" % exc)
     payload = {
         "ok": True, "runtime": runtime, "python": sys.version.split()[0],
-        "delegate": args.delegate, "n_ops": n_ops,
+        "delegate": args.delegate, "n_ops": n_ops, "kernels": args.kernels,
         "delegate_load_us": (t1 - t0) * 1e6, "interpreter_init_us": (t2 - t1) * 1e6,
         "cold_start_us": (t2 - t0) * 1e6, "first_inference_us": first,
         "warmup_us": warm, "runs_us": runs}
     if outputs is not None:
         payload["outputs"] = outputs
+    if tensors is not None:
+        payload["tensors"] = tensors
     sys.stdout.write(json.dumps(payload) + "\n")
     return 0
 
