@@ -191,3 +191,38 @@ def test_cli_prints_the_departing_op_and_refuses_bad_input(digits_int8, tmp_path
     assert bad.returncode == 2 and "`record` keeps a board session" in bad.stderr
     bad = _cli(str(tmp_path / "nope.tflite"), "--local", "--data", "digits-conditions")
     assert bad.returncode == 2 and "does not exist" in bad.stderr
+
+
+@pytest.mark.zoo
+@pytest.mark.slow
+def test_bisect_names_a_real_departure_on_mediapipe_blazeface_over_ssh(remote, tmp_path):
+    """MediaPipe's BlazeFace (the test zoo), quantized by the workbench, on the loopback board with the
+    reference kernels: the departure the bisection names is real (checked here tensor by tensor)."""
+    from tests.zoo.fetch import fetch
+    from workbench.board.divergence import candidates, run_bisect, sample_inputs
+    from workbench.data.loaders import load_dataset
+    from workbench.models.tflite_graph import read_tflite
+    from workbench.quantize.engine import quantize
+
+    entry = fetch("blazeface")
+    int8 = tmp_path / "q" / "blazeface_int8.tflite"
+    quantize(entry.model, dataset=load_dataset(entry.data), output=int8)
+    result = run_bisect(int8, data=entry.data, condition="daylight", samples=2, host=remote["host"],
+                        ssh_config=remote["ssh_config"], python=remote["python"], workdir=remote["workdir"],
+                        kernels="reference", target="imx95", record=tmp_path / "rec")
+    order = [c.tensor for c in candidates(read_tflite(int8))]
+    assert result.board_runs <= math.ceil(math.log2(len(order))) + 2
+    feeds, _ = sample_inputs(int8, entry.data, condition="daylight", samples=2)
+    host = _every_tensor(int8, feeds["input_0"], "default")
+    board = _every_tensor(int8, feeds["input_0"], "reference")
+    if result.first_divergence is None:                       # then it must be bit-exact op by op
+        assert result.op_by_op_agree
+        assert all(np.array_equal(host[t], board[t]) for t in order if t in host)
+        return
+    d = result.first_divergence
+    assert not np.array_equal(host[d.tensor], board[d.tensor])
+    for t in result.op_inputs:
+        assert t.agrees and np.array_equal(host[t.tensor], board[t.tensor])
+    assert result.placement and "imx95" in result.placement
+    replayed = run_bisect(int8, data=entry.data, condition="daylight", samples=2, replay=tmp_path / "rec")
+    assert replayed.first_divergence == d and replayed.board_runs == result.board_runs
