@@ -311,6 +311,21 @@ def tensors_from_output(stdout: str, *, stderr: str = "", returncode: int = 0, l
                          "may be cut.") from None
 
 
+def delegation_note(stdout: str) -> str | None:
+    """What the board's runtime made of the model (its ops after delegation), in one sentence."""
+    from .runners import _last_json
+    payload = _last_json(stdout) or {}
+    ops = (payload.get("tensors") or {}).get("ops_run")
+    if not isinstance(ops, list) or not ops:
+        return None
+    partitions = sum(1 for op in ops if op == "DELEGATE")
+    if not partitions:
+        return f"the board's runtime ran all {len(ops)} ops itself (no delegate partition): every tensor is visible"
+    return (f"the board's runtime ran the model as {partitions} delegate partition(s) and {len(ops) - partitions} "
+            "op(s) of its own: inside a partition only its outputs exist, so each probe makes its tensor a "
+            "partition output (which can split a fused partition there)")
+
+
 class ReplayRunner:
     """A recorded bisection: each probe's runner output, as the board printed it."""
 
@@ -480,6 +495,7 @@ def bisect(model: str | os.PathLike, feeds: dict[str, Any], board: Any, *, host:
         return found
 
     outputs = probe(())
+    first_note = delegation_note(board.outputs[-1][1]) if board.outputs else None
     base = dict(model_name=path.name, model_sha256=sha256_bytes(content), where=board.where,
                 host_kernels=host.kernels, board_kernels=board.kernels, samples=n_samples, tolerance=tolerance,
                 candidates=len(cands), max_runs=max_board_runs(len(cands)), condition=condition,
@@ -492,7 +508,8 @@ def bisect(model: str | os.PathLike, feeds: dict[str, Any], board: Any, *, host:
         if first is not None and first.op_index is not None:
             op_ins = tuple(every[t] for t in graph.ops[first.op_index].inputs if t in every)
         result = BisectResult(**base, board_runs=len(probes), outputs_agree=True, first_divergence=first,
-                              op_inputs=op_ins, compared=tuple(compared), probes=tuple(probes))
+                              op_inputs=op_ins, compared=tuple(compared), probes=tuple(probes),
+                              notes=(first_note,) if first_note else ())
         return _placed(result, graph, placement)
     order = {c.tensor: i for i, c in enumerate(cands)}
     departing = [order[t] for t, a in outputs.items() if not a.agrees and t in order]
@@ -508,11 +525,11 @@ def bisect(model: str | os.PathLike, feeds: dict[str, Any], board: Any, *, host:
     in_tensors = tuple(t for t in op.inputs if t >= 0 and t in op_of)
     found = probe((target_tensor, *in_tensors))
     departed: TensorAgreement | None = found[target_tensor]
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = (first_note,) if first_note else ()
     if departed is not None and departed.agrees:
         departed = None
-        notes = ("the outputs depart, but the tensor the halving ended on agrees when exposed: the departure "
-                 "is inside a fused delegate partition (exposing the tensor split it)",)
+        notes += ("the outputs depart, but the tensor the halving ended on agrees when exposed: the departure "
+                  "is inside a fused delegate partition (exposing the tensor split it)",)
     result = BisectResult(**base, board_runs=len(probes), outputs_agree=False, first_divergence=departed,
                           op_inputs=tuple(found[t] for t in in_tensors), compared=tuple(compared),
                           probes=tuple(probes), notes=notes)
