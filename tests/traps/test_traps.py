@@ -185,3 +185,14 @@ def test_warm_up_effects_on_the_host_cpu_are_info():
     host = replace(_timing(runs, n_warmup=0), on_board=False, where="host CPU (not an NPU)")
     (f,) = findings_for(host).with_code("timing.cold-start-in-steady-state")
     assert f.severity == "info"
+
+
+def test_wrong_card_is_found_off_daylight(zoo_root):
+    """A BGR model with an RGB card passes on daylight (grey) and fails under 'tinted': the guard runs on every
+    condition, and its result is a model.input-contract finding naming the condition and the better contract."""
+    f = _one("wrong-card-bgr", zoo_root)
+    assert f.severity == "error" and f.evidence["issue"] == "contract-probably-wrong"
+    assert f.evidence["conditions"] == ["tinted"]
+    (row,) = f.evidence["per_condition"]
+    assert row["best_alternative"].startswith("BGR") and "tinted" in f.message and "BGR" in f.message
+    assert "card" in f.next_step

@@ -401,6 +401,62 @@ def trap_input_contract(root: Path) -> Findings:
     return findings_for(report)
 
 
+def _bgr_model(path: Path) -> None:
+    """The reference CNN behind a fixed 1x1 convolution that reads channel 2 of an RGB-shaped input: a model
+    "trained on BGR" (channel 2 is red).  Its card says rgb: the wrong card."""
+    import keras
+
+    import workbench as wb
+    ref = keras.models.load_model(wb.reference_model().keras, compile=False)
+    h, w = ref.input_shape[1:3]
+    inp = keras.Input((h, w, 3), batch_size=1, name="image")
+    pick = keras.layers.Conv2D(1, 1, use_bias=False, trainable=False, name="pick_channel_2")
+    out = ref(pick(inp))
+    pick.set_weights([np.array([0.0, 0.0, 1.0], np.float32).reshape(1, 1, 3, 1)])
+    path.mkdir()
+    keras.Model(inp, out).save(path / "bgr.keras")
+    (path / "bgr.card.yaml").write_text("color: rgb\nrange: [0, 1]\nresize: stretch\n")
+
+
+def bgr_dataset() -> Any:
+    """RGB digits: grey on daylight (R = G = B, so channel order does not matter there) and a blue-less
+    'tinted' condition (the low-light test images in red and green, blue flat): only the channel order
+    tells the two cards apart, and only off daylight."""
+    import workbench as wb
+    from workbench.data.dataset import Dataset
+    data = wb.load_dataset("digits-conditions").select(split="test", condition=("daylight", "low-light"))
+    grey = data.x if data.x.shape[-1] == 1 else data.x.mean(axis=-1, keepdims=True)
+    x = np.repeat(grey, 3, axis=-1).astype(np.float32)
+    tinted = data.condition == "low-light"
+    x[tinted, ..., 2] = 0.5
+    cond = np.where(tinted, "tinted", data.condition)
+    return Dataset(name="digits-bgr", x=x, y=data.y, condition=cond, split=data.split, ids=data.ids,
+                   classes=data.classes, source="the test split in RGB, blue flat under 'tinted'")
+
+
+def trap_wrong_card_bgr(root: Path) -> Findings:
+    """A model trained on BGR with a card saying RGB: fine on daylight (grey), wrong under 'tinted' where a
+    daylight-only guard would see a "quantization drop".  The real accuracy stage, FP32 against FP32."""
+    import workbench as wb
+    folder = _shared(root, "bgr_model", _bgr_model)
+    model = folder / "bgr.keras"
+    report = wb.compare_accuracy(str(model), [str(model)], bgr_dataset(), names=["int8"], n_bootstrap=100)
+    return findings_for(report, target="imx93")
+
+
+def trap_unreadable_record(root: Path) -> Findings:
+    """A run folder whose timing record was cut short (a full disk, a killed copy): read from its batch --out
+    folder, the gap is an error finding, not a silent absence."""
+    from workbench.findings import run_findings
+    from workbench.runs import RunFolder
+    out = root / "unreadable-out"
+    shutil.rmtree(out, ignore_errors=True)
+    folder = RunFolder(out / "runs" / "r1", target="imx8mp", dataset="trap-data")
+    path = folder.save("timing", _timing(_steady(200)))
+    path.write_text(path.read_text()[:300])
+    return run_findings(out)
+
+
 #: trap name -> (the finding code it must raise, the builder)
 TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
     "tflite-float-op": ("quantize.float-op-left", trap_tflite_float_op),
@@ -423,6 +479,8 @@ TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
     "too-few-runs": ("timing.too-few-runs", trap_too_few_runs),
     "dynamic-batch": ("model.dynamic-batch", trap_dynamic_batch),
     "input-contract": ("model.input-contract", trap_input_contract),
+    "wrong-card-bgr": ("model.input-contract", trap_wrong_card_bgr),
+    "unreadable-record": ("run.unreadable-record", trap_unreadable_record),
     "manifest-sha-mismatch": ("deploy.manifest-sha-mismatch", trap_manifest_sha_mismatch),
     "toolchain-drift": ("deploy.toolchain-drift", trap_toolchain_drift),
     "board-placement-mismatch": ("board.placement-mismatch", trap_board_placement_mismatch),

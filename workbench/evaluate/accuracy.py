@@ -301,7 +301,7 @@ def compare_accuracy(fp32_model: Any, candidates: Any, dataset: Any, *, conditio
         issues += guards.check_baseline(models[0][1], data, held_out, conds, rows, contract, reference_name,
                                         batch_size=batch_size, num_threads=num_threads, cache=cache,
                                         label_map=labels_of,
-                                        reference_outputs=outputs[(reference_name, guards.reference_condition(conds))])
+                                        reference_outputs={c: outputs[(reference_name, c)] for c in conds})
     for issue in issues:
         warnings.warn(issue.message, WorkbenchWarning, stacklevel=2)
     return AccuracyReport(
