@@ -83,6 +83,61 @@ def test_bad_onnx_inputs_are_clear_errors(tmp_path):
         convert_onnx(spatial, input_layout="hwc")
 
 
+def _paddle_style(path, tmp_path):
+    """The tiny NCHW model with dynamic H/W and Paddle2ONNX node names (``Conv@0``)."""
+    import onnx
+    model = onnx.load(str(tiny_nchw_onnx(path, dynamic="spatial")))
+    for i, node in enumerate(model.graph.node):
+        node.name = f"{node.op_type}@{i % 2}"
+    onnx.save(model, str(path))
+    return path
+
+
+def test_card_size_fixes_dynamic_hw_and_names_are_sanitized(tmp_path):
+    import onnx
+
+    from workbench.models.convert import card_size, exact_rewrites, read_onnx_io
+    src = _paddle_style(tmp_path / "paddle.onnx", tmp_path)
+    with pytest.raises(ModelError, match=r"`size: \[H, W\]` in <model>.card.yaml"):
+        read_onnx_io(src)
+    assert card_size(src) is None
+    (tmp_path / "paddle.card.yaml").write_text("layout: NCHW\nsize: [16, 16]\n", encoding="utf-8")
+    assert card_size(src) == (16, 16)
+    graph = read_onnx_io(src, size=(16, 16))
+    assert graph.inputs == (("image", (1, 3, 16, 16), True),) and "image" in graph.fixed[0]
+    with pytest.raises(ModelError, match=r"size \[12, 16\] given does not fit"):
+        read_onnx_io(_fixed_h(tmp_path), size=(12, 16))
+    done = exact_rewrites(src, tmp_path / "out.onnx", graph)
+    out = onnx.load(str(tmp_path / "out.onnx"))
+    names = [n.name for n in out.graph.node]
+    assert all("@" not in n for n in names) and len(set(names)) == len(names), names
+    dims = [d.dim_value for d in out.graph.input[0].type.tensor_type.shape.dim]
+    assert dims[1:] == [3, 16, 16] and any("renamed" in d for d in done) and any("fixed" in d for d in done)
+    onnx.checker.check_model(out)
+
+
+def _fixed_h(tmp_path):
+    """Dynamic W only, H fixed at 16: a card size with another H does not fit."""
+    import onnx
+    path = tiny_nchw_onnx(tmp_path / "dyn_w.onnx", dynamic="spatial")
+    model = onnx.load(str(path))
+    dim = model.graph.input[0].type.tensor_type.shape.dim[2]
+    dim.Clear()
+    dim.dim_value = 16
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.slow
+def test_paddle_style_model_converts_with_its_card(tmp_path):
+    from workbench.models.convert import convert_onnx
+    src = _paddle_style(tmp_path / "paddle.onnx", tmp_path)
+    (tmp_path / "paddle.card.yaml").write_text("layout: NCHW\nsize: [16, 16]\n", encoding="utf-8")
+    conv = convert_onnx(src, samples=nhwc_images(8))
+    assert conv.inputs[0].tflite_shape == (1, 16, 16, 3) and all(a.ok for a in conv.agreement)
+    assert any("renamed" in r for r in conv.rewrites) and any("fixed" in r for r in conv.rewrites)
+
+
 def test_input_layout_rule():
     from workbench.models.convert import _OnnxIO, nhwc_inputs
     graph = _OnnxIO(inputs=(("nchw", (1, 3, 224, 224), False), ("nhwc", (1, 96, 96, 1), False),

@@ -47,7 +47,7 @@ CALIBRATION_FILE = "calibration_image_sample_data_20x128x128x3_float32.npy"
 RECORD = "conversion.json"
 FLOAT_TFLITE = "model_float32.tflite"
 SAVED_MODEL = "saved_model"
-CONVERTER_VERSION = 3          # bump when the command line or the record changes
+CONVERTER_VERSION = 4          # bump when the command line or the record changes
 DRIVER = "run_onnx2tf.py"
 # onnx2tf writes its SavedModel, then makes the .tflite files with TFLiteConverter.from_keras_model, which
 # saves the Keras model once more with its Keras metadata: every folded constant printed as JSON text,
@@ -69,6 +69,7 @@ sys.exit(main())
 """
 DEFAULT_MAX_REL_ERROR = 1e-3   # max |onnx - tflite| / max |onnx|, per output
 DEFAULT_MIN_COSINE = 0.9999
+NEGLIGIBLE = 1e-5              # an output whose max |value| is below this is compared by absolute error only
 CHECK_SAMPLES = 8
 LAYOUTS = ("auto", "nchw", "nhwc")
 TIMEOUT_S = 1800
@@ -162,7 +163,8 @@ class ConvertedModel(Result):
 # -- the pipeline ------------------------------------------------------------------------------
 def convert_onnx(path: str | os.PathLike, *, samples: np.ndarray | None = None, cache: bool = True,
                  input_layout: str = "auto", max_rel_error: float = DEFAULT_MAX_REL_ERROR,
-                 min_cosine: float = DEFAULT_MIN_COSINE, timeout: float = TIMEOUT_S) -> ConvertedModel:
+                 min_cosine: float = DEFAULT_MIN_COSINE, timeout: float = TIMEOUT_S,
+                 size: tuple[int, int] | None = None) -> ConvertedModel:
     """Convert the ONNX model at ``path`` to a SavedModel and an FP32 ``.tflite``.
 
     Parameters
@@ -179,17 +181,21 @@ def convert_onnx(path: str | os.PathLike, *, samples: np.ndarray | None = None, 
         NHWC, e.g. exported by tf2onnx, and is kept), ``"nchw"`` or ``"nhwc"`` for every input.
     max_rel_error, min_cosine : the agreement each output must reach (max abs error over
         the ONNX output's max abs value; cosine of the flattened outputs).
+    size : ``(height, width)`` fixing an image input's dynamic H/W (Paddle2ONNX exports have
+        them); default the ``size:`` of the model's card (``<model>.card.yaml``), if any.
     """
     from .. import toolenv
     from .._validation import check_choice
     check_choice("input_layout", input_layout, LAYOUTS, error=ModelError)
     source = Path(path)
-    graph = read_onnx_io(source)
+    if size is None:
+        size = card_size(source)
+    graph = read_onnx_io(source, size=size)
     keep = nhwc_inputs(graph, input_layout)
     env = toolenv.ensure(TOOL)
     source_sha = sha256_file(source)
     key = stable_hash({"onnx": source_sha, "lock": env.lock_sha256, "converter": CONVERTER_VERSION,
-                       "keep_nhwc": list(keep)})
+                       "keep_nhwc": list(keep), "inputs": [list(shape) for _, shape, _ in graph.inputs]})
     folder = cache_dir("convert") / key[:2] / key
     record = _load_entry(folder) if cache else None
     hit = record is not None
@@ -214,14 +220,46 @@ def _tup(entry: dict[str, Any]) -> dict[str, Any]:
 class _OnnxIO:
     inputs: tuple[tuple[str, tuple[int, ...], bool], ...]   # name, batch-1 shape, batch was dynamic
     outputs: tuple[str, ...]
+    fixed: tuple[str, ...] = ()   # inputs whose dynamic H/W were fixed by `size` ("x: H, W = 48, 192")
 
 
-def read_onnx_io(path: Path) -> _OnnxIO:
-    """The graph inputs (static batch-1 shapes) and output names of an ONNX file."""
+def card_size(source: Path) -> tuple[int, int] | None:
+    """The ``size:`` of the card beside ``source`` (``<model>.card.yaml``), or None."""
+    from .contract import card_path, read_card
+    path = card_path(source)
+    if not path.is_file():
+        return None
+    value = read_card(path).get("size")
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) and v > 0 for v in value):
+        return int(value[0]), int(value[1])
+    return None
+
+
+def _fix_spatial(dims: list[int], size: tuple[int, int] | None) -> tuple[list[int], bool]:
+    """An image input's dynamic H and W (NCHW, or NHWC when the last dimension is the channels) set
+    to ``size``; other dynamic dimensions stay -1."""
+    if size is None or len(dims) != 4:
+        return dims, False
+    channels = (1, 2, 3, 4)
+    hw = (1, 2) if dims[3] in channels and dims[1] not in channels else (2, 3)
+    if not any(dims[i] < 0 for i in hw):
+        return dims, False
+    out = list(dims)
+    for i, v in zip(hw, size):
+        if out[i] >= 0 and out[i] != v:
+            return dims, False     # a fixed dimension that disagrees with the card: left to the error below
+        out[i] = v
+    return out, True
+
+
+def read_onnx_io(path: Path, size: tuple[int, int] | None = None) -> _OnnxIO:
+    """The graph inputs (static batch-1 shapes) and output names of an ONNX file; ``size`` fixes a
+    dynamic image height/width."""
     from ..quantize.inspect import load_onnx
     model = load_onnx(path)
     init = {i.name for i in model.graph.initializer}
     inputs = []
+    fixed: list[str] = []
     for value in model.graph.input:
         if value.name in init:
             continue
@@ -232,16 +270,22 @@ def read_onnx_io(path: Path) -> _OnnxIO:
         dims = [int(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tensor.shape.dim]
         if not dims:
             raise ModelError(f"{path}: input {value.name!r} is a scalar; an image input (N, C, H, W) is expected.")
+        declared = tuple(dims)
+        dims, was_fixed = _fix_spatial(dims, size)
+        if was_fixed:
+            fixed.append(f"{value.name}: {declared} -> {(1, *dims[1:])} (size {list(size or ())})")
         if any(d < 0 for d in dims[1:]):
+            hint = (f" The size {list(size)} given does not fit this input." if size is not None else
+                    " Give the input size in the model's card (`size: [H, W]` in <model>.card.yaml), or")
             raise ModelError(
-                f"{path}: input {value.name!r} has dynamic shape {tuple(dims)}; only the batch dimension may be "
-                "unknown. Export with a fixed input size (torch.onnx.export with a concrete example input and "
-                "no dynamic_axes besides the batch), then convert that.")
+                f"{path}: input {value.name!r} has dynamic shape {declared}; only the batch dimension may be "
+                f"unknown.{hint} export with a fixed input size (torch.onnx.export with a concrete example input "
+                "and no dynamic_axes besides the batch), then convert that.")
         inputs.append((value.name, (1, *dims[1:]), dims[0] < 0))
     if not inputs:
         raise ModelError(f"{path}: the ONNX graph has no inputs.")
     outputs = tuple(o.name for o in model.graph.output)
-    return _OnnxIO(inputs=tuple(inputs), outputs=outputs)
+    return _OnnxIO(inputs=tuple(inputs), outputs=outputs, fixed=tuple(fixed))
 
 
 def _load_entry(folder: Path) -> dict[str, Any] | None:
@@ -302,11 +346,13 @@ def _convert_fresh(source: Path, graph: _OnnxIO, env: Any, key: str, folder: Pat
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="wb-onnx2tf-") as tmp:
         work = Path(tmp)
-        rewrites = exact_rewrites(source, work / "model.onnx")
+        rewrites = exact_rewrites(source, work / "model.onnx", graph)
         calibration_file(samples, work)
         (work / DRIVER).write_text(DRIVER_SOURCE, encoding="utf-8")
         cmd = ["python", DRIVER, "-i", "model.onnx", "-o", "out", "-coion", "-osd", "-v", "error"]
-        if any(dynamic for _, _, dynamic in graph.inputs):
+        if graph.fixed:   # dynamic H/W fixed by the card's size: onnx2tf's own shape overwrite, batch 1 included
+            cmd += ["-ois", *(f"{name}:{','.join(map(str, shape))}" for name, shape, _ in graph.inputs)]
+        elif any(dynamic for _, _, dynamic in graph.inputs):
             cmd += ["-b", "1"]
         if keep:   # onnx2tf matches names after its own renaming (":" -> "__"): give every spelling
             cmd += ["-kt", *sorted({v for k in keep for v in (k, k.replace(":", "__"), _sanitized(k))})]
@@ -340,7 +386,7 @@ def _convert_fresh(source: Path, graph: _OnnxIO, env: Any, key: str, folder: Pat
     return json.loads(to_json(record))
 
 
-def exact_rewrites(source: Path, dst: Path) -> list[str]:
+def exact_rewrites(source: Path, dst: Path, graph: _OnnxIO | None = None) -> list[str]:
     """Write ``source`` to ``dst`` with nodes onnx2tf turns into ops the NPUs cannot run in INT8 replaced
     by the same arithmetic in other ops; returns what was replaced (empty: ``dst`` is a plain copy).
 
@@ -348,14 +394,33 @@ def exact_rewrites(source: Path, dst: Path) -> list[str]:
     becomes TFLite ``ADD_N``, which has no INT8 kernel: the TFLite converter leaves it in float between
     DEQUANTIZE/QUANTIZE and the full-integer model is refused.  ``Sum(a, b, c)`` is ``Add(Add(a, b), c)``
     (both broadcast the same way, float addition in the same order), which quantizes to INT8 ``ADD``.
+    Node names TensorFlow refuses as scope names (Paddle2ONNX's ``Conv@0``, ``Softmax@0``: onnx2tf died
+    after a minute with "'Softmax@0' is not a valid scope name") are renamed; dynamic input H/W fixed by
+    the card's ``size`` are written into the graph's inputs.
     The agreement check compares the converted model with ONNX Runtime on the original file."""
     import onnx
     from onnx import helper
     model = onnx.load(str(source))
+    done: list[str] = []
+    renamed = sanitize_node_names(model)
+    if renamed:
+        done.append(f"node names TensorFlow refuses renamed: {renamed} node(s)")
+    if graph is not None and graph.fixed:
+        shapes = dict((name, shape) for name, shape, _ in graph.inputs)
+        for value in model.graph.input:
+            if value.name in shapes:
+                for dim, v in zip(value.type.tensor_type.shape.dim[1:], shapes[value.name][1:]):
+                    dim.Clear()
+                    dim.dim_value = int(v)
+        del model.graph.value_info[:]     # shapes inferred from the dynamic input; onnx2tf infers them again
+        done.append("dynamic input size fixed: " + "; ".join(graph.fixed))
     sums = [n for n in model.graph.node if n.op_type == "Sum" and n.domain in ("", "ai.onnx")]
     if not sums:
-        shutil.copyfile(source, dst)
-        return []
+        if done:
+            onnx.save(model, str(dst))
+        else:
+            shutil.copyfile(source, dst)
+        return done
     nodes, replaced = [], {id(n) for n in sums}
     for node in model.graph.node:
         if id(node) not in replaced:
@@ -373,7 +438,30 @@ def exact_rewrites(source: Path, dst: Path) -> list[str]:
     del model.graph.node[:]
     model.graph.node.extend(nodes)
     onnx.save(model, str(dst))
-    return [f"Sum -> Add: {len(sums)} node(s)"]
+    return [*done, f"Sum -> Add: {len(sums)} node(s)"]
+
+
+_SCOPE_OK = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")   # TensorFlow's valid scope name
+
+
+def sanitize_node_names(model: Any) -> int:
+    """Rename nodes whose names TensorFlow refuses as scope names (characters outside
+    ``[A-Za-z0-9_.\\/>-]``, e.g. ``Conv@0``): invalid characters become ``_``, kept unique.
+    Tensor names are untouched (inputs/outputs keep their names).  Returns how many were renamed."""
+    taken = {n.name for n in model.graph.node}
+    count = 0
+    for node in model.graph.node:
+        if not node.name or _SCOPE_OK.match(node.name):
+            continue
+        base = re.sub(r"[^A-Za-z0-9_.\\/>-]", "_", node.name)
+        base = base if re.match(r"^[A-Za-z0-9.]", base) else f"n{base}"
+        name, i = base, 1
+        while name in taken:
+            name, i = f"{base}_{i}", i + 1
+        taken.add(name)
+        node.name = name
+        count += 1
+    return count
 
 
 def _is_nchw_to_nhwc(onnx_shape: tuple[int, ...], tflite_shape: tuple[int, ...]) -> bool:
@@ -512,7 +600,10 @@ def check_agreement(converted: ConvertedModel, samples: np.ndarray | None = None
         err = float(np.max(np.abs(a - b))) if a.size else 0.0
         top = float(np.max(np.abs(a))) if a.size else 0.0
         cos = _cosine(a.ravel(), b.ravel())
-        ok = bool(np.isfinite(err) and np.isfinite(cos) and err <= max_rel_error * top + 1e-6 and cos >= min_cosine)
+        # an output that is ~0 on every sample (a sigmoid map of noise: max 6e-8) has no direction: cosine
+        # is rounding noise there, the absolute error decides
+        ok = bool(np.isfinite(err) and np.isfinite(cos) and err <= max_rel_error * top + 1e-6
+                  and (cos >= min_cosine or top <= NEGLIGIBLE))
         results.append(OutputAgreement(name=t.name, max_abs_error=err, max_abs_reference=top, cosine=cos, ok=ok))
     bad = [r for r in results if not r.ok]
     if bad:

@@ -226,6 +226,9 @@ def _toolchain(backend: str, fmt: str = "keras") -> dict[str, str]:
     else:
         from .onnx_backend import toolchain
     tools = {"npu-workbench": __version__, **toolchain()}
+    if backend == "tflite":
+        from ..models.tflite_passes import PASSES_VERSION
+        tools["tflite-passes"] = str(PASSES_VERSION)
     from ..models.convert import conversion_toolchain
     tools.update(conversion_toolchain(fmt, backend))
     return tools
@@ -395,6 +398,11 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
     else:
         from .tflite_backend import quantize_tflite
         data = quantize_tflite(work, work_fmt, rec, calib.x)
+    if rec.backend == "tflite":   # exact rewrites of what a converter added (workbench/models/tflite_passes.py)
+        from ..models.tflite_passes import apply_passes
+        data, passes = apply_passes(data)
+        if passes:
+            conversion = {**(conversion or {}), "passes": passes}
     with tempfile.TemporaryDirectory(prefix="wb-quant-") as tmp:
         probe = Path(tmp) / f"model{ext}"
         probe.write_bytes(data)

@@ -1,0 +1,291 @@
+"""Exact structural passes on a ``.tflite`` flatbuffer: undo what a converter added, never change a number.
+
+onnx2tf writes an ONNX depthwise convolution (``Conv`` with ``group == channels``) as a grouped
+``CONV_2D`` whenever its strides differ along H and W (TensorFlow's CPU depthwise kernel refuses
+unequal strides; TFLite's does not), and layout changes around some ops as ``TRANSPOSE`` pairs.
+The NPUs run ``DEPTHWISE_CONV_2D`` and few run grouped ``CONV_2D``; a ``TRANSPOSE`` is a CPU island
+on most targets.  These passes rewrite the (FP32 or quantized) flatbuffer:
+
+* :func:`grouped_conv_to_depthwise`: a ``CONV_2D`` whose filter is ``[C, kh, kw, 1]`` on a C-channel
+  input is a depthwise convolution with multiplier 1: the filter becomes ``[1, kh, kw, C]`` (per-channel
+  scales move from dimension 0 to 3), strides/padding/dilation/activation are kept.  Integer arithmetic
+  is the same sum over the same products, so the outputs are identical;
+* :func:`cancel_transpose_pairs`: ``TRANSPOSE(p)`` feeding only ``TRANSPOSE(q)`` with ``q`` after ``p``
+  the identity (and the same quantization on both ends) is removed; the consumers read the first one's
+  input.
+
+:func:`apply_passes` runs both and returns what it did (recorded in the manifest).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+PASSES_VERSION = 1     # bump when a pass changes (enters the quantize cache key)
+
+
+def _read(data: bytes) -> Any:
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    return fu.read_model_from_bytearray(bytearray(data))
+
+
+def _write(model: Any) -> bytes:
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    return bytes(fu.convert_object_to_bytearray(model))
+
+
+def _code(model: Any, op: Any) -> int:
+    c = model.operatorCodes[op.opcodeIndex]
+    return int(max(c.builtinCode, c.deprecatedBuiltinCode))
+
+
+def _opcode(model: Any, builtin: int, version: int) -> int:
+    from ai_edge_litert import schema_py_generated as fb
+    for i, c in enumerate(model.operatorCodes):
+        if max(c.builtinCode, c.deprecatedBuiltinCode) == builtin:
+            c.version = max(int(c.version), version)
+            return i
+    code = fb.OperatorCodeT()
+    code.builtinCode = builtin
+    code.deprecatedBuiltinCode = min(builtin, 127)
+    code.version = version
+    model.operatorCodes.append(code)
+    return len(model.operatorCodes) - 1
+
+
+def _buffer_array(model: Any, tensor: Any, dtype: Any) -> np.ndarray | None:
+    buf = model.buffers[tensor.buffer]
+    if buf.data is None or not len(buf.data):
+        return None
+    return np.frombuffer(bytes(np.asarray(buf.data, np.uint8)), dtype).reshape([int(d) for d in tensor.shape])
+
+
+_NP = {0: np.float32, 1: np.float16, 9: np.int8, 3: np.uint8, 7: np.int16, 2: np.int32}
+
+
+def grouped_conv_to_depthwise(data: bytes) -> tuple[bytes, int]:
+    """``CONV_2D`` with a ``[C, kh, kw, 1]`` filter on a C-channel input -> ``DEPTHWISE_CONV_2D``."""
+    from ai_edge_litert import schema_py_generated as fb
+    model = _read(data)
+    changed = 0
+    for sg in model.subgraphs:
+        users: dict[int, int] = {}
+        for op in sg.operators:
+            for i in op.inputs:
+                users[int(i)] = users.get(int(i), 0) + 1
+        for op in sg.operators:
+            if _code(model, op) != fb.BuiltinOperator.CONV_2D or len(op.inputs) < 2:
+                continue
+            x, w = sg.tensors[int(op.inputs[0])], sg.tensors[int(op.inputs[1])]
+            if x.shape is None or w.shape is None or len(x.shape) != 4 or len(w.shape) != 4:
+                continue
+            c = int(x.shape[3])
+            if c <= 1 or int(w.shape[3]) != 1 or int(w.shape[0]) != c or users.get(int(op.inputs[1]), 0) != 1:
+                continue
+            dtype = _NP.get(int(w.type))
+            values = _buffer_array(model, w, dtype) if dtype is not None else None
+            if values is None:
+                continue
+            new = np.ascontiguousarray(values.transpose(3, 1, 2, 0))      # [C,kh,kw,1] -> [1,kh,kw,C]
+            buf = fb.BufferT()
+            buf.data = np.frombuffer(new.tobytes(), np.uint8)
+            model.buffers.append(buf)
+            w.buffer = len(model.buffers) - 1
+            w.shape = np.asarray(new.shape, np.int32)
+            if w.shapeSignature is not None and len(w.shapeSignature):
+                w.shapeSignature = np.asarray(new.shape, np.int32)
+            if w.quantization is not None and w.quantization.scale is not None and len(w.quantization.scale) > 1:
+                w.quantization.quantizedDimension = 3
+            old = op.builtinOptions
+            opts = fb.DepthwiseConv2DOptionsT()
+            opts.padding, opts.strideW, opts.strideH = old.padding, old.strideW, old.strideH
+            opts.depthMultiplier = 1
+            opts.fusedActivationFunction = old.fusedActivationFunction
+            opts.dilationWFactor, opts.dilationHFactor = old.dilationWFactor, old.dilationHFactor
+            op.builtinOptionsType = fb.BuiltinOptions.DepthwiseConv2DOptions
+            op.builtinOptions = opts
+            version = 5 if int(x.type) == fb.TensorType.INT16 else (3 if int(x.type) == fb.TensorType.INT8 else 2)
+            op.opcodeIndex = _opcode(model, fb.BuiltinOperator.DEPTHWISE_CONV_2D, version)
+            changed += 1
+    return (_write(model), changed) if changed else (data, 0)
+
+
+_UNARY = {"HARD_SWISH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "LEAKY_RELU", "ABS",
+          "NEG", "EXP", "SQRT", "RSQRT", "ELU", "GELU", "QUANTIZE", "DEQUANTIZE", "CAST", "FLOOR", "CEIL",
+          "ROUND", "SQUARE", "SIN", "COS", "LOG"}
+_BINARY = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW", "FLOOR_DIV"}
+
+
+def _op_names() -> dict[int, str]:
+    from ai_edge_litert import schema_py_generated as fb
+    return {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+def cancel_transpose_pairs(data: bytes) -> tuple[bytes, int]:
+    """Remove layout TRANSPOSEs around a region that does not care about layout.
+
+    A region starts at ``TRANSPOSE(p)`` ops (entries) and ends at ``TRANSPOSE(q)`` ops with ``q`` undoing
+    ``p`` (exits); inside are only element-wise ops (their other operands constants of one element, or
+    4-D constants, permuted with the region), and CONCATENATION (its axis is renumbered).  onnx2tf makes
+    such regions around PP-OCRv4's learnable affine blocks (``CONV -> TRANSPOSE -> HARD_SWISH -> MUL ->
+    ADD -> TRANSPOSE -> CONV``).  Entries and exits are removed and the region's tensors take the
+    entries' layout: the same values in the same order of operations, so every number is kept."""
+    model = _read(data)
+    names = _op_names()
+    removed = 0
+    for sg in model.subgraphs:
+        while True:
+            region = _find_region(model, sg, names)
+            if region is None:
+                break
+            removed += _rewrite_region(model, sg, names, *region)
+    return (_write(model), removed) if removed else (data, 0)
+
+
+def _perm(model: Any, sg: Any, op: Any) -> list[int] | None:
+    if len(op.inputs) < 2:
+        return None
+    t = sg.tensors[int(op.inputs[1])]
+    v = _buffer_array(model, t, _NP.get(int(t.type), np.int32))
+    return None if v is None else [int(a) for a in v.ravel()]
+
+
+def _find_region(model: Any, sg: Any, names: dict[int, str]) -> tuple[Any, ...] | None:
+    graph_outputs = {int(i) for i in sg.outputs}
+    producer = {int(o): op for op in sg.operators for o in op.outputs}
+    users: dict[int, list[Any]] = {}
+    for op in sg.operators:
+        for i in op.inputs:
+            users.setdefault(int(i), []).append(op)
+
+    def kind(op: Any) -> str:
+        return names.get(_code(model, op), "?")
+
+    def is_const(t: int) -> bool:
+        buf = model.buffers[sg.tensors[t].buffer]
+        return buf.data is not None and len(buf.data) > 0
+
+    for start in sg.operators:
+        if kind(start) != "TRANSPOSE":
+            continue
+        p = _perm(model, sg, start)
+        if p is None or len(p) != 4 or p == [0, 1, 2, 3]:
+            continue
+        entries: list[Any] = [start]
+        exits: list[Any] = []
+        ops: list[Any] = []
+        tensors = {int(start.outputs[0])}
+        queue = [int(start.outputs[0])]
+        ok = True
+        while queue and ok:
+            t = queue.pop()
+            if t in graph_outputs:
+                ok = False
+                break
+            for user in users.get(t, []):
+                if any(user is o for o in ops) or any(user is o for o in exits):
+                    continue
+                k = kind(user)
+                if k == "TRANSPOSE":
+                    q = _perm(model, sg, user)
+                    if q is None or len(q) != 4 or [p[i] for i in q] != [0, 1, 2, 3] or int(user.inputs[0]) != t:
+                        ok = False
+                        break
+                    exits.append(user)
+                    continue
+                if k not in _UNARY and k not in _BINARY and k != "CONCATENATION":
+                    ok = False
+                    break
+                if k in _UNARY and len([i for i in user.inputs if int(i) >= 0]) != 1:
+                    ok = False
+                    break
+                for i in (int(v) for v in user.inputs if int(v) >= 0):
+                    if i in tensors:
+                        continue
+                    src = producer.get(i)
+                    shape = sg.tensors[i].shape
+                    size = int(np.prod(shape)) if shape is not None and len(shape) else 1
+                    if is_const(i) and (size == 1 or (shape is not None and len(shape) == 4)):
+                        continue
+                    if src is not None and kind(src) == "TRANSPOSE" and _perm(model, sg, src) == p \
+                            and not any(src is e for e in entries):
+                        entries.append(src)          # another entry in the same layout
+                        tensors.add(i)
+                        queue.append(i)
+                        continue
+                    ok = False
+                    break
+                if not ok:
+                    break
+                ops.append(user)
+                for o in user.outputs:
+                    tensors.add(int(o))
+                    queue.append(int(o))
+        if not ok or not exits:
+            continue
+        # every region tensor is read only inside the region or by exits
+        inside = {id(o) for o in ops} | {id(o) for o in exits}
+        if any(id(u) not in inside for t in tensors for u in users.get(t, [])):
+            continue
+        if any(int(e.outputs[0]) in graph_outputs for e in exits):
+            continue
+        return p, entries, exits, ops, tensors
+    return None
+
+
+def _rewrite_region(model: Any, sg: Any, names: dict[int, str], p: list[int], entries: list[Any],
+                    exits: list[Any], ops: list[Any], tensors: set[int]) -> int:
+    from ai_edge_litert import schema_py_generated as fb
+    inv = [p.index(i) for i in range(4)]            # NCHW-like region layout -> the entries' input layout
+    rewire = {int(e.outputs[0]): int(e.inputs[0]) for e in entries}
+    for t in tensors:
+        if t in rewire:
+            continue
+        tensor = sg.tensors[t]
+        if tensor.shape is not None and len(tensor.shape) == 4:
+            tensor.shape = np.asarray([int(tensor.shape[i]) for i in inv], np.int32)
+        if tensor.shapeSignature is not None and len(tensor.shapeSignature) == 4:
+            tensor.shapeSignature = np.asarray([int(tensor.shapeSignature[i]) for i in inv], np.int32)
+    done_consts: set[int] = set()
+    for op in ops:
+        k = names.get(_code(model, op), "?")
+        if k == "CONCATENATION":
+            op.builtinOptions.axis = p[int(op.builtinOptions.axis) % 4]
+        new_inputs = []
+        for i in (int(v) for v in op.inputs):
+            i = rewire.get(i, i)
+            tt = sg.tensors[i] if i >= 0 else None
+            if (tt is not None and i not in tensors and i not in rewire.values() and tt.shape is not None
+                    and len(tt.shape) == 4 and int(np.prod(tt.shape)) > 1 and i not in done_consts):
+                dtype = _NP.get(int(tt.type))
+                values = _buffer_array(model, tt, dtype) if dtype is not None else None
+                if values is not None:       # a 4-D constant operand: permuted like the region
+                    moved = np.ascontiguousarray(values.transpose(inv))
+                    buf = fb.BufferT()
+                    buf.data = np.frombuffer(moved.tobytes(), np.uint8)
+                    model.buffers.append(buf)
+                    tt.buffer = len(model.buffers) - 1
+                    tt.shape = np.asarray(moved.shape, np.int32)
+                    done_consts.add(i)
+            new_inputs.append(i)
+        op.inputs = new_inputs
+    exit_map = {int(x.outputs[0]): int(x.inputs[0]) for x in exits}
+    drop = {id(o) for o in entries} | {id(o) for o in exits}
+    sg.operators = [op for op in sg.operators if id(op) not in drop]
+    for op in sg.operators:
+        op.inputs = [exit_map.get(int(i), int(i)) for i in op.inputs]
+    return len(entries) + len(exits)
+
+
+def apply_passes(data: bytes) -> tuple[bytes, list[str]]:
+    """Both passes; returns the new bytes and one line per pass that changed something."""
+    done = []
+    data, n = grouped_conv_to_depthwise(data)
+    if n:
+        done.append(f"grouped CONV_2D (group == channels) -> DEPTHWISE_CONV_2D: {n} op(s)")
+    data, n = cancel_transpose_pairs(data)
+    if n:
+        done.append(f"layout TRANSPOSEs that cancel removed: {n} op(s)")
+    return data, done
