@@ -241,3 +241,26 @@ def test_placement_of_an_onnx_file_says_what_to_do(tiny_onnx):
     with pytest.raises(ModelError, match=r"tiny.onnx: an ONNX model; placement on imx93 reads the INT8 .tflite.*"
                                          r"Quantize the FP32 .onnx with a TFLite recipe"):
         analyze_placement(tiny_onnx, "imx93")
+
+
+@pytest.mark.parametrize("size, kernel, rewritten", [(46, 3, True), (21, 3, False), (10, 2, True), (47, 3, False)])
+def test_ceil_mode_max_pool_becomes_same_when_exact(tmp_path, size, kernel, rewritten):
+    """ONet's ceil-mode pools: onnx2tf pads them with float32's lowest value (calibration scale ~1e36);
+    where TensorFlow's SAME windows are the same, the pool is rewritten to SAME_UPPER, same outputs."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from workbench.models.convert import ceil_pools_as_same
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[kernel, kernel], strides=[2, 2], ceil_mode=1,
+                            pads=[0, 0, 0, 0])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    before = model.SerializeToString()
+    assert ceil_pools_as_same(model) == int(rewritten)
+    attrs = {a.name: helper.get_attribute_value(a) for a in model.graph.node[0].attribute}
+    assert (attrs.get("auto_pad") == b"SAME_UPPER") == rewritten and ("ceil_mode" in attrs) != rewritten
+    x = -np.abs(np.random.default_rng(0).normal(3, 1, (1, 2, size, size))).astype(np.float32)   # all negative
+    ref = ort.InferenceSession(before).run(None, {"x": x})[0]
+    got = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    assert ref.shape == got.shape and np.array_equal(ref, got)

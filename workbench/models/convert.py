@@ -47,7 +47,7 @@ CALIBRATION_FILE = "calibration_image_sample_data_20x128x128x3_float32.npy"
 RECORD = "conversion.json"
 FLOAT_TFLITE = "model_float32.tflite"
 SAVED_MODEL = "saved_model"
-CONVERTER_VERSION = 4          # bump when the command line or the record changes
+CONVERTER_VERSION = 5          # bump when the command line or the record changes
 DRIVER = "run_onnx2tf.py"
 # onnx2tf writes its SavedModel, then makes the .tflite files with TFLiteConverter.from_keras_model, which
 # saves the Keras model once more with its Keras metadata: every folded constant printed as JSON text,
@@ -414,6 +414,9 @@ def exact_rewrites(source: Path, dst: Path, graph: _OnnxIO | None = None) -> lis
                     dim.dim_value = int(v)
         del model.graph.value_info[:]     # shapes inferred from the dynamic input; onnx2tf infers them again
         done.append("dynamic input size fixed: " + "; ".join(graph.fixed))
+    pools = ceil_pools_as_same(model)
+    if pools:
+        done.append(f"ceil-mode MaxPool -> SAME padding (no float32-lowest pad): {pools} node(s)")
     sums = [n for n in model.graph.node if n.op_type == "Sum" and n.domain in ("", "ai.onnx")]
     if not sums:
         if done:
@@ -441,7 +444,61 @@ def exact_rewrites(source: Path, dst: Path, graph: _OnnxIO | None = None) -> lis
     return [*done, f"Sum -> Add: {len(sums)} node(s)"]
 
 
+def ceil_pools_as_same(model: Any) -> int:
+    """``MaxPool(ceil_mode=1)`` whose windows are exactly TensorFlow's ``SAME`` ones (same output size,
+    the extra padding at the end) becomes ``MaxPool(auto_pad=SAME_UPPER)``.
+
+    onnx2tf otherwise writes a ceil-mode pool as ``PADV2`` with float32's lowest value (-3.4e38) then a
+    VALID pool; calibration takes that value in (activation scale ~1e36) and the INT8 model ignores
+    its input (MTCNN ONet/RNet).  In both forms padded positions never win the max, so the rewrite is
+    exact; TFLite's SAME max-pool needs no pad op at all.  Returns how many nodes were rewritten."""
+    import math
+
+    import onnx
+    from onnx import helper
+    try:
+        shapes = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - a model shape inference cannot read keeps its pools
+        return 0
+    known = {v.name: [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
+             for v in list(shapes.graph.value_info) + list(shapes.graph.input)}
+    count = 0
+    for node in model.graph.node:
+        if node.op_type != "MaxPool" or len(node.output) != 1:
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if not attrs.get("ceil_mode") or attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            continue
+        if any(d != 1 for d in attrs.get("dilations", [1, 1])) or attrs.get("storage_order", 0):
+            continue
+        dims = known.get(node.input[0])
+        kernel = list(attrs.get("kernel_shape", []))
+        if not dims or len(dims) != 4 or any(d <= 0 for d in dims[2:]) or len(kernel) != 2:
+            continue
+        strides = list(attrs.get("strides", [1, 1]))
+        pads = list(attrs.get("pads", [0, 0, 0, 0]))
+        same = True
+        for i, size in enumerate(dims[2:]):
+            k, st, begin, end = kernel[i], strides[i], pads[i], pads[i + 2]
+            ceil_out = math.ceil((size + begin + end - k) / st) + 1
+            if (ceil_out - 1) * st >= size + begin:     # ONNX/PyTorch drop a last window that starts in the pad
+                ceil_out -= 1
+            same_out = math.ceil(size / st)
+            total = max((same_out - 1) * st + k - size, 0)
+            if ceil_out != same_out or begin != total // 2:
+                same = False
+        if not same:
+            continue
+        kept = [a for a in node.attribute if a.name not in ("ceil_mode", "pads", "auto_pad")]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+        node.attribute.append(helper.make_attribute("auto_pad", "SAME_UPPER"))
+        count += 1
+    return count
+
+
 _SCOPE_OK = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")   # TensorFlow's valid scope name
+_ONNX2TF_FIXES = re.compile(r"^[A-Za-z0-9_.\\/>:-]*$")          # a leading "/" and ":" onnx2tf renames itself
 
 
 def sanitize_node_names(model: Any) -> int:
@@ -451,7 +508,7 @@ def sanitize_node_names(model: Any) -> int:
     taken = {n.name for n in model.graph.node}
     count = 0
     for node in model.graph.node:
-        if not node.name or _SCOPE_OK.match(node.name):
+        if not node.name or _SCOPE_OK.match(node.name) or _ONNX2TF_FIXES.match(node.name):
             continue
         base = re.sub(r"[^A-Za-z0-9_.\\/>-]", "_", node.name)
         base = base if re.match(r"^[A-Za-z0-9.]", base) else f"n{base}"
