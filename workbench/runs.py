@@ -375,6 +375,8 @@ class ConditionAccuracy(Result):
     agreement: float | None = None               # FP32/INT8 argmax agreement
     drop_ci_low: float | None = None             # the drop's paired-bootstrap CI (pp)
     drop_ci_high: float | None = None
+    sqnr_db: float | None = None                 # the worst output's SQNR against FP32 (dB), from fidelity
+    sqnr_output: str | None = None               # ... and which output it is
 
     @property
     def within_noise(self) -> bool:
@@ -393,7 +395,13 @@ class ConditionAccuracy(Result):
         model = model if model is not None else next(iter(report.candidates), None)
         ref = _row_or_none(report, condition, report.reference)
         row = _row_or_none(report, condition, model) if model is not None else None
-        return cls(condition=str(condition), n=(row or ref).n if (row or ref) is not None else None,
+        fid = [f for f in getattr(report, "fidelity", ()) or ()
+               if f.condition == condition and f.model == model and f.sqnr_db is not None]
+        worst_fid = min(fid, key=lambda f: f.sqnr_db, default=None)
+        n = (row or ref).n if (row or ref) is not None else (worst_fid.n if worst_fid is not None else None)
+        return cls(condition=str(condition), n=n,
+                   sqnr_db=worst_fid.sqnr_db if worst_fid is not None else None,
+                   sqnr_output=worst_fid.output if worst_fid is not None else None,
                    fp32=ref.accuracy if ref is not None else None,
                    int8=row.accuracy if row is not None else None,
                    drop_pp=row.drop_pp if row is not None else None,
@@ -437,6 +445,11 @@ class TargetSummary(Result):
     manifest: RunManifest | None = None
     findings: tuple[Finding, ...] = ()              # workbench.findings of every stage that ran
 
+    @property
+    def worst_sqnr(self) -> ConditionAccuracy | None:
+        """The condition whose worst output has the lowest SQNR against FP32 (None without fidelity)."""
+        return min((a for a in self.accuracy if a.sqnr_db is not None), key=lambda a: a.sqnr_db or 0.0, default=None)
+
     def summary(self) -> str:
         if self.status == "failed":
             return f"{self.target}: FAILED at {self.failed_stage or '?'}: {self.error}"
@@ -445,6 +458,8 @@ class TargetSummary(Result):
         if worst is not None and worst.drop_pp is not None:
             parts.append(f"worst drop {worst.drop_pp:+.1f} pp ({worst.condition}"
                          + (", within noise: its CI includes 0)" if worst.within_noise else ")"))
+        elif (low := self.worst_sqnr) is not None:
+            parts.append(f"no task metric; worst SQNR {low.sqnr_db:.1f} dB ({low.sqnr_output}, {low.condition})")
         if self.npu_share is not None:
             parts.append(f"NPU {self.npu_share:.0%}, {self.cpu_islands} CPU island(s)")
         if self.latency_ms is not None:
@@ -495,6 +510,8 @@ class RunSummary(Result):
                 rows.append({"target": t.target, "condition": a.condition if a else None,
                              "n": a.n if a else None, "fp32_accuracy": a.fp32 if a else None,
                              "int8_accuracy": a.int8 if a else None, "drop_pp": a.drop_pp if a else None,
+                             "worst_sqnr_db": a.sqnr_db if a else None,
+                             "worst_sqnr_output": a.sqnr_output if a else None,
                              **{k: v for k, v in base.items() if k != "target"}})
         return rows
 
@@ -534,9 +551,12 @@ class RunSummary(Result):
         rows, styles = [], []
         for t in self.targets:
             worst = max(t.accuracy, key=lambda a: a.drop_pp or 0.0, default=None)
+            low = t.worst_sqnr
             rows.append((t.target, t.status, t.recipe or "-",
                          f"{display.drop_text(worst.drop_pp, worst.drop_ci_low, worst.drop_ci_high)} pp "
-                         f"({worst.condition})" if worst and worst.drop_pp is not None else "-",
+                         f"({worst.condition})" if worst and worst.drop_pp is not None else
+                         f"no task metric; worst SQNR {low.sqnr_db:.1f} dB ({low.sqnr_output}, {low.condition})"
+                         if low is not None else "-",
                          f"{t.npu_share:.0%}" if t.npu_share is not None else "-",
                          "-" if t.cpu_islands is None else t.cpu_islands,
                          f"{t.latency_ms:.3f} ms ({t.latency_kind})" if t.latency_ms is not None else "-",

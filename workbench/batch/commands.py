@@ -143,6 +143,20 @@ def accuracy_lines(summary: RunSummary) -> list[str]:
     targets = [t for t in summary.targets if t.accuracy]
     if not targets:
         return []
+    if all(a.int8 is None for t in targets for a in t.accuracy):     # no task metric: fidelity is the headline
+        if all(a.sqnr_db is None for t in targets for a in t.accuracy):
+            return []
+        header = f"  {'condition':<14}" + "".join(f"{t.target + ' INT8':>14}" for t in targets)
+        lines = ["", "  no task metric: worst output SQNR against FP32 (dB) on the test split", header]
+        for row in targets[0].accuracy:
+            cells = []
+            for t in targets:
+                match = next((a for a in t.accuracy if a.condition == row.condition), None)
+                cells.append(f"{match.sqnr_db:>14.1f}" if match is not None and match.sqnr_db is not None
+                             else f"{'-':>14}")
+            lines.append(f"  {row.condition:<14}" + "".join(cells))
+        worst = [f"{t.target} {w.sqnr_output!r} ({w.condition})" for t in targets if (w := t.worst_sqnr)]
+        return lines + ([f"  worst output: {'; '.join(worst)}"] if worst else []) + [""]
     header = f"  {'condition':<14}{'FP32':>9}" + "".join(f"{t.target + ' INT8':>14}" for t in targets)
     lines = ["", "  top-1 accuracy on the test split", header]
     for row in targets[0].accuracy:

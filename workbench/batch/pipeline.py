@@ -39,7 +39,7 @@ from ..vocab import SUMMARY_NOTEBOOK, TARGETS
 from . import console as _console
 from .execute import KERNEL, NOTEBOOKS_DIR, SWEEP_NOTEBOOK, Runner, StageRun, TargetRun, declared_parameters
 from .export import Scrubber
-from .summary import write_index, write_summary
+from .summary import write_crash_index, write_index, write_summary
 
 STAGE_NOTEBOOKS = tuple(_STAGE_NOTEBOOKS.values())
 STAGE_NAMES = dict(_STAGE_NOTEBOOKS)
@@ -208,41 +208,52 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
         if model == "reference":
             from ..models.reference import reference_model
             reference_model()
-        # 3. targets
-        runner = Runner(out_dir, notebooks, kernel, timeout, progress, scrubber=Scrubber(out_dir),
-                        reuse_unchanged=reuse, console=console)
-        plans = {t: {**common, "target": t, "board": boards.get(t, ""),
-                     **({"record": os.path.relpath(Path(record).resolve() / t, out_dir)} if record else {}),
-                     **dict((target_parameters or {}).get(t, {}))}
-                 for t in targets}
-        with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
-            futures = [pool.submit(runner.run_target, t, i, stage_list, plans[t], declared)
-                       for i, t in enumerate(targets)]
-            target_runs = tuple(f.result() for f in futures)
-        runner.close()
-        # 4. the sweep across the targets (its own quantizations: independent of the stages' outputs)
-        sweep_stage = None
-        if sweep:
-            sweep_params = {**common, "targets": ",".join(targets), "plots_dir": "sweep",
-                            "output": "sweep/sweep.json", "progress": False}
-            if isinstance(gate, (str, os.PathLike)):        # the batch's gate file is the sweep's gate too
-                sweep_params["gate"] = os.path.relpath(Path(gate).resolve(), out_dir)
-            sweep_stage = runner.run_sweep(sweep_params, declared[SWEEP_NOTEBOOK])
-        # 5. summary across targets, gate, index
-        summary = summarize_run(out_dir / run_dir, targets=targets)
-        gate_report = check_quality_gate(summary, quality_gate) if quality_gate is not None else None
-        summary_stage = runner.run_summary(len(targets), {"run_dir": run_dir.as_posix(), "targets": ",".join(targets)},
-                                           declared[SUMMARY_NOTEBOOK])
-        result = BatchResult(
-            out_dir=str(out_dir), run_id=run_id, run_dir=run_dir.as_posix(), targets=target_runs,
-            index="index.html", summary_json="summary.json", summary_csv="summary.csv",
-            summary_report=summary_stage.html if summary_stage else None, gate=gate_report,
-            seconds=round(time.perf_counter() - started, 1),
-            notes=(() if summary_stage is None or summary_stage.status == "ok"
-                   else (f"summary notebook failed: {summary_stage.error}",)), sweep=sweep_stage)
-        write_summary(out_dir, result, summary)
-        write_index(out_dir, result, summary, summary_stage)
-        return result
+        # 3.-5. a crash from here on still leaves an index.html of this run (write_crash_index), never
+        # the previous run's
+        target_runs: tuple[TargetRun, ...] = ()
+        try:
+            # 3. targets
+            runner = Runner(out_dir, notebooks, kernel, timeout, progress, scrubber=Scrubber(out_dir),
+                            reuse_unchanged=reuse, console=console)
+            plans = {t: {**common, "target": t, "board": boards.get(t, ""),
+                         **({"record": os.path.relpath(Path(record).resolve() / t, out_dir)} if record else {}),
+                         **dict((target_parameters or {}).get(t, {}))}
+                     for t in targets}
+            with ThreadPoolExecutor(max_workers=min(jobs, len(targets))) as pool:
+                futures = [pool.submit(runner.run_target, t, i, stage_list, plans[t], declared)
+                           for i, t in enumerate(targets)]
+                target_runs = tuple(f.result() for f in futures)
+            runner.close()
+            # 4. the sweep across the targets (its own quantizations: independent of the stages' outputs)
+            sweep_stage = None
+            if sweep:
+                sweep_params = {**common, "targets": ",".join(targets), "plots_dir": "sweep",
+                                "output": "sweep/sweep.json", "progress": False}
+                if isinstance(gate, (str, os.PathLike)):        # the batch's gate file is the sweep's gate too
+                    sweep_params["gate"] = os.path.relpath(Path(gate).resolve(), out_dir)
+                sweep_stage = runner.run_sweep(sweep_params, declared[SWEEP_NOTEBOOK])
+            # 5. summary across targets, gate, index
+            summary = summarize_run(out_dir / run_dir, targets=targets)
+            gate_report = check_quality_gate(summary, quality_gate) if quality_gate is not None else None
+            summary_stage = runner.run_summary(len(targets), {"run_dir": run_dir.as_posix(),
+                                                              "targets": ",".join(targets)},
+                                               declared[SUMMARY_NOTEBOOK])
+            result = BatchResult(
+                out_dir=str(out_dir), run_id=run_id, run_dir=run_dir.as_posix(), targets=target_runs,
+                index="index.html", summary_json="summary.json", summary_csv="summary.csv",
+                summary_report=summary_stage.html if summary_stage else None, gate=gate_report,
+                seconds=round(time.perf_counter() - started, 1),
+                notes=(() if summary_stage is None or summary_stage.status == "ok"
+                       else (f"summary notebook failed: {summary_stage.error}",)), sweep=sweep_stage)
+            write_summary(out_dir, result, summary)
+            write_index(out_dir, result, summary, summary_stage)
+            return result
+        except BaseException as exc:
+            try:
+                write_crash_index(out_dir, run_id, run_dir.as_posix(), exc, target_runs)
+            except Exception:  # noqa: BLE001 - the original error is the one to raise
+                pass
+            raise
 
 
 def _unused_run_id(out_dir: Path, run_id: str) -> str:

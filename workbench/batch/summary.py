@@ -103,6 +103,8 @@ def accuracy_table_html(run_dir: Path, summary: RunSummary) -> str:
         if report is None or not report.candidates:
             continue
         model = report.candidates[0]
+        if not report.rows:       # no task metric: the fidelity rows are the headline (see fidelity_table_html)
+            continue
         pct = (lambda v: f"{v:.2%}") if report.metric in ("top1", "pck") else (lambda v: f"{v:.4g}")
         for c in report.conditions:
             ref, row = report.row(c, report.reference), report.row(c, model)
@@ -117,6 +119,52 @@ def accuracy_table_html(run_dir: Path, summary: RunSummary) -> str:
                           "agreement"), rows,
                          caption="Accuracy per condition and target, with 95% bootstrap CIs "
                                  f"({display.DROP_CONVENTION})")
+
+
+def fidelity_table_html(run_dir: Path, summary: RunSummary) -> str:
+    """Per target and condition, for models without a task metric: the worst output's SQNR against FP32
+    (and the cosine of that output), read from each target's saved accuracy report."""
+    from .. import display
+    rows = []
+    for t in summary.targets:
+        report, _ = _stage_results(run_dir, t.target)
+        if report is None or not report.candidates or report.rows or not report.fidelity:
+            continue
+        model = report.candidates[0]
+        for c in report.conditions:
+            fid = [f for f in report.fidelity if f.condition == c and f.model == model]
+            scored = [f for f in fid if f.sqnr_db is not None]
+            worst = min(scored, key=lambda f: f.sqnr_db or 0.0, default=None)
+            if worst is None:
+                continue
+            rows.append((t.target, c, worst.n, f"{worst.sqnr_db:.1f}",
+                         f"{worst.sqnr_ci_low:.1f}..{worst.sqnr_ci_high:.1f}" if worst.sqnr_ci_low is not None else "",
+                         worst.output, "n/a" if worst.cosine is None else f"{worst.cosine:.4f}",
+                         ", ".join(f"{f.output} {f.sqnr_db:.1f}" for f in scored)))
+    if not rows:
+        return ""
+    return display.table(("target", "condition", "n", "worst SQNR dB", "95% CI", "worst output", "its cosine",
+                          "every output (dB)"), rows,
+                         caption="No task metric: each target's worst output SQNR against FP32 per condition "
+                                 "(higher is closer; +6 dB is one more bit)")
+
+
+def write_crash_index(out_dir: Path, run_id: str, run_dir: str, error: BaseException,
+                      targets: Any = None) -> None:
+    """``index.html`` for a batch that crashed before its summary: the run, the error, and the reports
+    each target got to, so the folder never shows the previous run's index as if it were this one's."""
+    from .. import display
+    rows = []
+    for t in targets or ():
+        rows.append((display.esc(t.target), display.esc(t.status), " ".join(
+            f"{display.esc(s.stage)}{' (FAILED)' if s.status != 'ok' else ''}: {display.link(s.html, 'report')}"
+            for s in t.stages)))
+    body = (display.heading(f"Batch {run_id}: crashed")
+            + display.paragraph(f"The batch stopped before its summary: {type(error).__name__}: {error}. Run folder: "
+                                f"{run_dir}. The reports below are what each target got to.")
+            + (display.raw_table(("target", "status", "reports"), rows) if rows else ""))
+    atomic_write_text(out_dir / "index.html", f"<!doctype html><html><head><meta charset='utf-8'><title>batch "
+                                              f"{display.esc(run_id)}</title></head><body>{body}</body></html>\n")
 
 
 def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary_stage: StageRun | None) -> None:
@@ -139,7 +187,7 @@ def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary
             findings_html(run_findings_of(out_dir, result, summary), title="Findings (all targets)"),
             display.raw_table(("target", "status", "placement by (compiler, BSP)", "why", "reports"), rows,
                               row_styles=styles, caption="Targets"),
-            accuracy_table_html(run_dir, summary)]
+            accuracy_table_html(run_dir, summary), fidelity_table_html(run_dir, summary)]
     if result.sweep is not None:
         s = result.sweep
         files = sweep_files(out_dir, result)

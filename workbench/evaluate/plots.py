@@ -52,6 +52,8 @@ def plot_drop_heatmap(report: Any, ax: Any = None) -> Any:
     models = report.candidates
     if not models:
         raise EvaluationError("the report holds only the FP32 model; a drop heatmap needs a candidate.")
+    if not report.rows:
+        return plot_sqnr_heatmap(report, ax)
     conds = report.conditions
     ax = _axes(ax, (1.3 * len(models) + 2.5, 0.45 * len(conds) + 1.5))
     values = np.array([[report.drop(c, m) for m in models] for c in conds])
@@ -59,6 +61,29 @@ def plot_drop_heatmap(report: Any, ax: Any = None) -> Any:
     sns.heatmap(values, ax=ax, annot=True, fmt="+.2f", cmap="RdBu_r", center=0.0, vmin=-bound, vmax=bound,
                 xticklabels=models, yticklabels=conds, cbar_kws={"label": "drop vs FP32 (pp)"})
     ax.set_title("accuracy drop against FP32 (pp, positive = worse)", fontsize=9)
+    return ax
+
+
+def plot_sqnr_heatmap(report: Any, ax: Any = None) -> Any:
+    """Heatmap of the worst output's SQNR (dB) against FP32, conditions as rows, candidates as columns:
+    the headline of a model without a task metric (detection, segmentation, ``task: other``)."""
+    import seaborn as sns
+    models, conds = report.candidates, report.conditions
+    if not report.fidelity:
+        raise EvaluationError("the report has no task metric and no fidelity rows (fidelity=False); nothing to plot.")
+    values = np.full((len(conds), len(models)), np.nan)
+    worst: dict[tuple[str, str], str] = {}
+    for r in report.fidelity:
+        if r.sqnr_db is None or r.model not in models or r.condition not in conds:
+            continue
+        i, j = conds.index(r.condition), models.index(r.model)
+        if np.isnan(values[i, j]) or r.sqnr_db < values[i, j]:
+            values[i, j] = r.sqnr_db
+            worst[(r.condition, r.model)] = r.output
+    ax = _axes(ax, (1.3 * len(models) + 2.5, 0.45 * len(conds) + 1.5))
+    sns.heatmap(values, ax=ax, annot=True, fmt=".1f", cmap="RdYlGn", vmin=0.0, vmax=40.0,
+                xticklabels=models, yticklabels=conds, cbar_kws={"label": "worst output SQNR (dB)"})
+    ax.set_title("no task metric: worst output SQNR against FP32 (dB, higher = closer)", fontsize=9)
     return ax
 
 
