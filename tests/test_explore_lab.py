@@ -58,14 +58,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait(predicate, timeout: float, what: str, interval: float = 0.25):
+def _wait(predicate, timeout: float, what: str, interval: float = 0.25, describe=None):
+    """Poll ``predicate``; on timeout fail with ``describe()`` (what the page showed instead)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    seen = ""
+    if describe is not None:
+        try:
+            seen = f"; the page showed: {describe()}"
+        except Exception as exc:            # the browser itself is gone: say so rather than hide the timeout
+            seen = f"; the page could not be read ({type(exc).__name__}: {exc})"
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{seen}")
 
 
 @pytest.fixture
@@ -105,7 +112,9 @@ def lab(tmp_path, reference):
             return False
 
     try:
-        _wait(up, 90, "jupyter lab to answer")
+        _wait(up, 90, "jupyter lab to answer",
+              describe=lambda: "(no answer on /api/status) jupyter-lab.log: "
+                               + _tail(tmp_path / "jupyter-lab.log"))
         yield f"{base}/lab/tree/{NOTEBOOK.name}?token={token}", tmp_path / "jupyter-lab.log"
     finally:
         # the server shuts its kernels down on SIGTERM; the group kill catches a kernel left behind
@@ -120,6 +129,60 @@ def lab(tmp_path, reference):
         except (ProcessLookupError, PermissionError):
             pass
         log.close()
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"({exc})"
+
+
+# The notebook's panel, its kernel and what else is on the page (dialogs, toasts), found from the shell's
+# main area by the document's path rather than by `shell.currentWidget`, which follows keyboard focus.
+# `ready` is what the test waits for: the kernel connected and answering a kernel_info request.  Not
+# `kernel.status === 'idle'`: Lab sets that from an iopub status message, and when the page's iopub
+# subscription misses the kernel's first ones the status stays 'unknown' although the kernel answers
+# (issue #27: a 120 s timeout on a fresh machine whose Lab log showed the kernel connected in 2 s).
+LAB_STATE = """
+const done = arguments[arguments.length - 1];
+const app = window.jupyterapp;
+if (!app) return done({app: false, title: document.title, url: location.href,
+                       text: (document.body ? document.body.innerText : '').slice(0, 400)});
+const main = Array.from(app.shell.widgets('main'));
+const panel = main.find(w => w.context && w.context.path && w.context.path.endsWith(arguments[0]));
+const sc = panel ? panel.sessionContext : null;
+const kernel = sc && sc.session ? sc.session.kernel : null;
+const texts = sel => Array.from(document.querySelectorAll(sel)).map(e => e.innerText.trim().slice(0, 300))
+                          .filter(t => t);
+const cur = app.shell.currentWidget;
+const state = {app: true, title: document.title, main: main.map(w => w.title.label || w.id),
+        current: cur ? (cur.title.label || cur.id) : null, panel: panel ? panel.id : null,
+        session: !!(sc && sc.session), kernel: kernel ? kernel.name : null,
+        status: kernel ? kernel.status : null, connection: kernel ? kernel.connectionStatus : null,
+        display: sc ? sc.kernelDisplayStatus : null, dialogs: texts('.jp-Dialog'),
+        toasts: texts('.Toastify__toast'), focus: document.hasFocus(), kernel_info: null, ready: false};
+if (!kernel || kernel.connectionStatus !== 'connected') return done(state);
+const late = new Promise(resolve => setTimeout(() => resolve(null), 4000));
+Promise.race([kernel.requestKernelInfo().then(reply => reply ? reply.content.status : 'no reply'), late])
+  .then(answer => { state.kernel_info = answer === null ? 'no reply within 4 s' : answer;
+                    state.ready = answer === 'ok'; done(state); })
+  .catch(err => { state.kernel_info = 'error: ' + err; done(state); });
+"""
+
+# The outputs of the notebook's cells (errors first): what the page showed while the explorer did not.
+OUTPUTS = """
+const outs = Array.from(document.querySelectorAll('.jp-OutputArea-output'));
+const errors = outs.filter(o => o.matches('[data-mime-type="application/vnd.jupyter.stderr"]')
+                               || o.innerText.includes('Error') || o.innerText.includes('Traceback'));
+const ex = document.querySelector('.wb-explorer');
+const stale = ex ? !!ex.querySelector('.wb-stale') : null;
+const images = ex ? Array.from(ex.querySelectorAll('img')).map(i => i.complete && i.naturalWidth > 0) : [];
+const prompts = Array.from(document.querySelectorAll('.jp-InputArea-prompt')).map(p => p.innerText.trim());
+return {explorer: !!ex, stale: stale, images: images, prompts: prompts, outputs: outs.length,
+        errors: errors.map(o => o.innerText.slice(-600)),
+        last: outs.length ? outs[outs.length - 1].innerText.slice(-400) : ''};
+"""
 
 
 # what the page is asked, in one place (the explorer's box carries the class `wb-explorer`)
@@ -184,14 +247,23 @@ def test_explorer_in_a_live_jupyterlab_at_1200px(lab, tmp_path):
     try:
         driver.set_script_timeout(30)
         driver.get(url)
-        _wait(lambda: driver.execute_script(
-            "const a = window.jupyterapp; const w = a && a.shell.currentWidget;"
-            "return !!(w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel"
-            " && w.sessionContext.session.kernel.status === 'idle');"), 120, "the notebook and its kernel")
-        kernel = driver.execute_script("return window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.name;")
-        assert kernel == "npu-workbench"
-        driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells');")
-        _wait(lambda: _explorer_ready(driver), 300, "the explorer's first view", interval=0.5)
+
+        def page(screenshot: str):
+            """What the page shows (for a failure message), with a screenshot beside it."""
+            driver.save_screenshot(str(tmp_path / screenshot))
+            state = driver.execute_async_script(LAB_STATE, NOTEBOOK.name)
+            state.pop("ready", None)
+            return f"{json.dumps(state)}; screenshot {tmp_path / screenshot}; jupyter-lab.log: {_tail(log)}"
+
+        state = _wait(lambda: (lambda s: s if s.get("ready") else None)(driver.execute_async_script(LAB_STATE, NOTEBOOK.name)),
+                      120, f"the notebook {NOTEBOOK.name} open with its kernel connected and answering",
+                      describe=lambda: page("lab-timeout-kernel.png"))
+        assert state["kernel"] == "npu-workbench", state
+        # run-all on that notebook's panel by its id (not on whichever widget has the focus)
+        driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells', {semanticWidget: arguments[0]});",
+                              state["panel"])
+        _wait(lambda: _explorer_ready(driver), 300, "the explorer's first view", interval=0.5,
+              describe=lambda: f"{json.dumps(driver.execute_script(OUTPUTS))}; {page('lab-timeout-explorer.png')}")
         first_view = time.monotonic() - started
         driver.execute_script("document.querySelector('.wb-explorer').scrollIntoView();")
         time.sleep(0.5)
@@ -228,8 +300,11 @@ def test_explorer_in_a_live_jupyterlab_at_1200px(lab, tmp_path):
             "const t0 = performance.now(); arguments[0].click(); arguments[1].click();"
             "return (performance.now() - t0) / 1000;", button("imx93"), button("imx95"))
         _wait(lambda: driver.execute_script("return window.__wbBusy.stale && window.__wbBusy.disabled;"), 30,
-              "the busy overlay (knobs disabled, panels dimmed)", interval=0.05)
-        _wait(lambda: _explorer_ready(driver) and len(_history(driver)) >= 2, 120, "the recompute", interval=0.25)
+              "the busy overlay (knobs disabled, panels dimmed)", interval=0.05,
+              describe=lambda: f"{json.dumps(driver.execute_script(OUTPUTS))}; {page('lab-timeout-busy.png')}")
+        _wait(lambda: _explorer_ready(driver) and len(_history(driver)) >= 2, 120, "the recompute", interval=0.25,
+              describe=lambda: f"history {_history(driver)}; {json.dumps(driver.execute_script(OUTPUTS))}; "
+                               f"{page('lab-timeout-recompute.png')}")
         time.sleep(1.0)     # a second (queued) recompute would add a row within this
         rows = _history(driver)
         driver.save_screenshot(str(tmp_path / "lab-after-burst.png"))
