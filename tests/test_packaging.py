@@ -71,3 +71,18 @@ def test_every_public_name_resolves():
         except (AttributeError, ImportError) as exc:
             missing.append(f"{name}: {exc}")
     assert not missing, missing
+
+
+def test_one_version_source_with_its_changelog_section():
+    """`workbench.__version__` is the only version written down; pyproject reads it; CHANGELOG has its section."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in config["project"] and "version" in config["project"]["dynamic"]
+    assert config["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "workbench.__version__"}
+    from setuptools.config.pyprojecttoml import read_configuration
+
+    import workbench
+    assert read_configuration(ROOT / "pyproject.toml", expand=True)["project"]["version"] == workbench.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+", workbench.__version__)
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert re.search(rf"^## {re.escape(workbench.__version__)}( - .+)?$", changelog, re.M), \
+        f"CHANGELOG.md has no '## {workbench.__version__} - YYYY-MM-DD' section"
