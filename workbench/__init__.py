@@ -73,6 +73,7 @@ _EXPORTS = {
     "findings_for": "workbench.findings",
     "run_findings": "workbench.findings",
     "resolve_run": "workbench.findings",
+    "try_fixes": "workbench.evaluate.remedies",
     # runs, batch, explorer
     "RunFolder": "workbench.runs",
     "StageChain": "workbench.chain",

@@ -126,6 +126,14 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "handle it, per-tensor weights would collapse the small channels.",
      "Keep per-channel weights, or use a8w8_pt+cle if the target needs per-tensor."),
     # -- accuracy --------------------------------------------------------------------------------
+    CatalogueEntry("accuracy.drop", "warning", "accuracy", "Quantized model drops beyond noise",
+     "The quantized model's top-1 under a condition is lower than FP32's by more than the threshold (the "
+     "gate's max_drop, 1 pp by default) and the drop's 95% CI lies above zero: not sampling noise (a warning "
+     "when the whole CI lies past the threshold, info when it reaches below it). The "
+     "finding names the suspected cause when the evidence names one (per-tensor weight collapse, per-channel "
+     "activation ranges behind one per-tensor activation scale) and what each recipe tried on the spot gave.",
+     "Use the recipe the finding measured to fix it (e.g. a8w8_pt+cle); otherwise calibrate with samples of "
+     "the condition, or keep the layer it names in float (--exclude)."),
     # -- placement -------------------------------------------------------------------------------
     CatalogueEntry("placement.cpu-island", "warning", "placement", "CPU island between NPU segments",
      "Ops run on the CPU between two NPU segments: every inference crosses NPU -> CPU -> NPU "

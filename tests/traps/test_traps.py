@@ -196,3 +196,19 @@ def test_wrong_card_is_found_off_daylight(zoo_root):
     (row,) = f.evidence["per_condition"]
     assert row["best_alternative"].startswith("BGR") and "tinted" in f.message and "BGR" in f.message
     assert "card" in f.next_step
+
+
+@pytest.mark.slow
+def test_activation_spread_drop_names_the_layer_the_cause_and_a_measured_fix(zoo_root):
+    """The trained CNN whose first depthwise layer's channels span 1000x (same FP32 function), a8w8_pc on imx93:
+    every condition drops beyond noise; the finding names the depthwise layer, per-channel activation ranges
+    behind one per-tensor activation scale, and the +cle recipe measured on the spot to recover it."""
+    found = _run("activation-spread", zoo_root).with_code("accuracy.drop")
+    worst = max(found, key=lambda f: f.evidence["drop_pp"])
+    assert worst.evidence["drop_pp"] > 10 and worst.evidence["drop_ci"][0] > 1
+    cause = worst.evidence["cause"]
+    assert cause["kind"].startswith("per-channel activation-range spread") and "dw1" in cause["layers"][0]
+    assert worst.evidence["fix"].endswith("+cle")
+    fixed = next(t for t in worst.evidence["fix_trials"] if t["recipe"] == worst.evidence["fix"])
+    assert fixed["drop_pp"] < 1.0 and "measured on the spot" in worst.message and "dw1" in worst.message
+    assert worst.next_step.startswith(f"Quantize with {worst.evidence['fix']}")

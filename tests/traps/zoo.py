@@ -457,6 +457,47 @@ def trap_unreadable_record(root: Path) -> Findings:
     return run_findings(out)
 
 
+def _spread_reference(path: Path, spread: float = 1000.0) -> None:
+    """The trained reference CNN with its first depthwise layer's output channels rescaled to span ``spread``
+    (batch-norm gamma and beta times s_c) and the next 1x1 convolution's inputs divided by s_c: the same FP32
+    function, whose depthwise channels (after folding) and activations differ ``spread``-fold in range."""
+    import keras
+
+    import workbench as wb
+    model = keras.models.load_model(wb.reference_model().keras, compile=False)
+    bn, pw = model.get_layer("dw1_bn"), model.get_layer("pw1")
+    channels = bn.get_weights()[0].shape[0]
+    s = np.geomspace(1.0, 1.0 / spread, channels).astype(np.float32)
+    gamma, beta, mean, var = bn.get_weights()
+    bn.set_weights([gamma * s, beta * s, mean, var])
+    (kernel,) = pw.get_weights()
+    pw.set_weights([kernel / s[None, None, :, None]])
+    path.mkdir()
+    model.save(path / "spread.keras")
+
+
+def spread_reference(root: Path) -> Path:
+    return _shared(root, "spread_reference", _spread_reference) / "spread.keras"
+
+
+def trap_activation_spread(root: Path) -> Findings:
+    """The 1000x spread CNN quantized a8w8_pc for imx93 from the default calibration set (stratified, 200),
+    evaluated on every condition; the recipes that address the cause are tried on the spot."""
+    import warnings
+
+    import workbench as wb
+    from workbench.evaluate.remedies import try_fixes
+    model = spread_reference(root)
+    data = wb.load_dataset("digits-conditions")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = wb.curate_calibration_set(data, 200, strategy="stratified")
+        q = quantize(model, "a8w8_pc", cal, dataset=data)
+        report = wb.compare_accuracy(str(model), {"a8w8_pc": q.path}, data, n_bootstrap=200)
+        report = try_fixes(report, source_model=model, calibration=cal, dataset=data, recipe="a8w8_pc")
+    return findings_for(report, target="imx93", quantized=q)
+
+
 #: trap name -> (the finding code it must raise, the builder)
 TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
     "tflite-float-op": ("quantize.float-op-left", trap_tflite_float_op),
@@ -481,6 +522,7 @@ TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
     "input-contract": ("model.input-contract", trap_input_contract),
     "wrong-card-bgr": ("model.input-contract", trap_wrong_card_bgr),
     "unreadable-record": ("run.unreadable-record", trap_unreadable_record),
+    "activation-spread": ("accuracy.drop", trap_activation_spread),
     "manifest-sha-mismatch": ("deploy.manifest-sha-mismatch", trap_manifest_sha_mismatch),
     "toolchain-drift": ("deploy.toolchain-drift", trap_toolchain_drift),
     "board-placement-mismatch": ("board.placement-mismatch", trap_board_placement_mismatch),

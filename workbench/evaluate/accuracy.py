@@ -61,6 +61,26 @@ class AccuracyRow(Result):
 
 
 @dataclass(frozen=True)
+class FixTrial(Result):
+    """One recipe tried on the spot against a drop (:func:`workbench.evaluate.remedies.try_fixes`): its drop
+    against FP32 under one condition, with the paired-bootstrap CI, on the same test images."""
+
+    recipe: str
+    condition: str
+    drop_pp: float | None
+    drop_ci_low: float | None
+    drop_ci_high: float | None
+    accuracy: float | None
+    error: str = ""                  # the recipe could not be built or run: why
+
+    def summary(self) -> str:
+        if self.error or self.drop_pp is None or self.drop_ci_low is None or self.drop_ci_high is None:
+            return f"{self.recipe} on {self.condition}: not measured ({self.error})"
+        return (f"{self.recipe} on {self.condition}: drop {self.drop_pp:+.1f} pp "
+                f"[{self.drop_ci_low:+.1f}, {self.drop_ci_high:+.1f}]")
+
+
+@dataclass(frozen=True)
 class AccuracyReport(Result):
     """Accuracy of an FP32 model and its candidates on every condition of a split."""
 
@@ -85,6 +105,7 @@ class AccuracyReport(Result):
     contract: InputContract | None = None
     fidelity: tuple[FidelityRow, ...] = ()
     issues: tuple[ContractIssue, ...] = ()
+    fix_trials: tuple[FixTrial, ...] = ()          # recipes tried against a drop (evaluate/remedies.py)
 
     # -- look-ups ----------------------------------------------------------------------------
     @property

@@ -26,7 +26,99 @@ def near_chance_threshold(n_classes: int) -> float:
 def findings(report: Any, *, target: str = "", **context: Any) -> list[Finding]:
     out = _near_chance_everywhere(report, target=target)
     out += contract_findings(report, target=target, skip_near_chance=bool(out))
+    if not out:     # a wrong card explains the drops: they are not quantization's
+        out += drop_findings(report, target=target, quantized=context.get("quantized"),
+                             max_drop_pp=context.get("max_drop_pp"))
     return out
+
+
+def suspected_cause(quantized: Any, *, target: str = "") -> dict[str, Any] | None:
+    """What the quantized model's own data says about a drop: per-tensor weight collapse (named layers), or
+    per-channel weights whose ranges spread by orders of magnitude, whose outputs then share one per-tensor
+    activation scale.  None when the model says nothing (or is not given)."""
+    if quantized is None:
+        return None
+    from ..findings import findings_for
+    try:
+        found = findings_for(quantized, target=target)
+    except Exception:  # noqa: BLE001 - a model file that cannot be read gives no cause, not a failed view
+        return None
+    for f in found:
+        if f.code == "quantize.per-tensor-collapse":
+            return {"kind": "per-tensor weight collapse", "layers": _layer_names(f.evidence.get("layers")),
+                    "because": "per-tensor weights leave some channels a handful of INT8 levels"}
+    for f in found:
+        if f.code == "quantize.channel-range-spread":
+            return {"kind": "per-channel activation-range spread behind a per-tensor activation scale",
+                    "layers": _layer_names(f.evidence.get("layers")),
+                    "because": "per-channel weight ranges of these layers span orders of magnitude; their output "
+                               "channels share one per-tensor activation scale, so the small ones collapse"}
+    return None
+
+
+def _layer_names(layers: Any) -> list[str]:
+    out = []
+    for layer in layers or []:
+        name = _short_name(str(layer.get("name") or layer.get("tensor") or ""))
+        out.append(f"{layer.get('op', '?')} #{layer.get('index', '?')}" + (f" {name}" if name else ""))
+    return out
+
+
+def _short_name(name: str) -> str:
+    """A TFLite fused tensor name (``a/dw1_relu/Relu;a/dw1_bn/...;a/dw1/depthwise``) cut to the part naming the
+    convolution (or the first part)."""
+    parts = [p for p in name.split(";") if p]
+    pick = next((p for p in parts if any(k in p.lower() for k in ("depthwise", "conv", "matmul"))),
+                parts[0] if parts else "")
+    return pick
+
+
+def drop_findings(report: Any, *, target: str = "", quantized: Any = None,
+                  max_drop_pp: float | None = None) -> list[Finding]:
+    """``accuracy.drop`` per candidate and condition whose drop passes the threshold with its CI above zero,
+    with the suspected cause and the recipes measured against it (``report.fix_trials``).  A warning when the
+    whole CI lies past the threshold; info when the CI reaches below it (past the threshold, not surely)."""
+    from .remedies import DEFAULT_MAX_DROP_PP, drops_beyond
+    limit = DEFAULT_MAX_DROP_PP if max_drop_pp is None else float(max_drop_pp)
+    bad = drops_beyond(report, limit)
+    if not bad:
+        return []
+    cause = suspected_cause(quantized, target=target)
+    trials = [t for t in getattr(report, "fix_trials", ()) or ()]
+    out = []
+    for row in bad:
+        fp32 = report.row(row.condition, report.reference).accuracy
+        tried = [t for t in trials if t.condition == row.condition]
+        measured = "; ".join(f"{t.recipe} {_drop_text(t)}" for t in tried)
+        fixed = [t for t in tried if not t.error and t.drop_pp is not None and t.drop_ci_low is not None
+                 and (t.drop_pp <= limit or t.drop_ci_low <= 0)]
+        best = min(fixed, key=lambda t: t.drop_pp, default=None)
+        message = (f"{row.model} drops {row.drop_pp:.1f} pp on {row.condition} ({fp32:.1%} -> {row.accuracy:.1%}, "
+                   f"95% CI [{row.drop_ci_low:.1f}, {row.drop_ci_high:.1f}] pp, threshold {limit:g} pp)")
+        if cause:
+            message += f"; suspected: {cause['kind']}" + (f" in {', '.join(cause['layers'][:3])}"
+                                                           if cause["layers"] else "")
+        if measured:
+            message += f"; measured on the spot: {measured}"
+        next_step = (f"Quantize with {best.recipe}: measured drop {best.drop_pp:+.1f} pp on {row.condition} "
+                     f"(CI [{best.drop_ci_low:+.1f}, {best.drop_ci_high:+.1f}]) instead of {row.drop_pp:+.1f} pp."
+                     if best is not None else None)
+        clear = row.drop_ci_low > limit      # the whole CI past the threshold: warning; else info
+        if not clear:
+            message += f"; its CI reaches below the {limit:g} pp threshold"
+        out.append(make("accuracy.drop", message, target=target, next_step=next_step,
+                        severity=None if clear else "info", evidence={
+            "model": row.model, "condition": row.condition, "n": row.n, "fp32": fp32, "int8": row.accuracy,
+            "drop_pp": row.drop_pp, "drop_ci": [row.drop_ci_low, row.drop_ci_high], "threshold_pp": limit,
+            "cause": cause, "fix_trials": [t.to_dict() for t in tried],
+            "fix": best.recipe if best is not None else None}))
+    return out
+
+
+def _drop_text(t: Any) -> str:
+    if t.error or t.drop_pp is None:
+        return f"not measured ({t.error or 'no result'})"
+    return f"{t.drop_pp:+.1f} pp [{t.drop_ci_low:+.1f}, {t.drop_ci_high:+.1f}]"
 
 
 #: the guards' issue codes that say the input contract (the model card) is wrong

@@ -1,0 +1,243 @@
+"""Mutation testing of the detectors: how many planted bugs in the findings, gate and stats modules do
+their tests catch?
+
+A small AST mutator (mutmut 3 wants its own copy layout and `mutants/` folder beside the package; this
+repository's tests import ``workbench`` from the checkout, so a copy of the tree is mutated instead).
+For each module of :data:`MODULES` every mutation point inside a rule or statistic (display helpers
+such as ``summary``/``_repr_html_`` are left out: they decide nothing) is mutated once:
+
+- comparisons: ``<`` <-> ``<=``, ``>`` <-> ``>=``, ``==`` <-> ``!=``, ``in`` <-> ``not in``, ``is`` <-> ``is not``;
+- ``and`` <-> ``or``; ``not x`` -> ``x``; ``+`` <-> ``-``, ``*`` <-> ``/``;
+- numbers: an int ``n`` -> ``n + 1``, a float ``f`` -> ``2 f`` (``0.0`` -> ``1.0``), outside f-strings,
+  slices and ``round(..., digits)``.
+
+Each mutant is written into a copy of the checkout and the module's tests (:data:`MODULES`, chosen to be
+fast: no model training) run against it with ``pytest -x``; a failing or timed-out run kills the mutant.
+The trap zoo's shared bait is built once (``WB_ZOO_ROOT``).  Last line:
+``killed=<k>/<n> score=<pct>`` (goal: >= 90%).  Survivors are listed with file, line and mutation.
+
+    .venv/bin/python benchmarks/mutants.py [--only findings,gate] [--limit N] [--list]
+    make mutants
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: module -> the tests that must catch its mutants (fast ones; ``-k`` expressions after "::k=")
+MODULES: dict[str, list[str]] = {
+    "workbench/findings.py": ["tests/test_findings.py", "tests/traps/test_run_folder.py"],
+    "workbench/evaluate/stats.py": ["tests/evaluate/test_stats.py"],
+    "workbench/board/stats.py": ["tests/board/test_stats.py"],
+    "workbench/evaluate/gate.py": ["tests/evaluate/test_gate.py", "::k=not cli_evaluate"],
+    "workbench/evaluate/findings.py": ["tests/evaluate/test_accuracy_findings.py"],
+    "workbench/calibration/findings.py": ["tests/traps/test_traps.py", "::k=calibration",
+                                          "tests/calibration/test_leakage.py"],
+    "workbench/board/findings.py": ["tests/traps/test_traps.py", "::k=timing or board or warm"],
+    "workbench/placement/findings.py": ["tests/traps/test_traps.py",
+                                        "::k=cpu_island or per_channel_on or int16 or bsp"],
+    "workbench/quantize/findings.py": ["tests/traps/test_traps.py",
+                                       "::k=onnx or per_tensor or spread or dynamic or deployment or tflite"],
+}
+#: functions whose body only formats (left out: a mutant there changes words, not a decision)
+DISPLAY = {"summary", "text", "_repr_html_", "findings_html", "_evidence_text", "catalogue_markdown", "_anchor",
+           "write_docs", "rows", "plot", "_pct", "__repr__", "table_rows"}
+
+_SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+             ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+_SWAP_BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    module: str
+    index: int
+    line: int
+    what: str
+
+
+def _skipped_nodes(tree: ast.AST) -> set[int]:
+    """ids of nodes not to mutate: display functions, docstrings, f-strings, slices, round() digits."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in DISPLAY:
+            skip.update(id(n) for n in ast.walk(node))
+        elif isinstance(node, (ast.JoinedStr, ast.Slice)):
+            skip.update(id(n) for n in ast.walk(node))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "round"
+              and len(node.args) > 1):
+            skip.update(id(n) for n in ast.walk(node.args[1]))
+    return skip
+
+
+class _Mutator(ast.NodeTransformer):
+    """Counts mutation points in source order; with ``target`` set, applies that one."""
+
+    def __init__(self, skip: set[int], target: int | None = None) -> None:
+        self.skip, self.target, self.count, self.found = skip, target, 0, []
+
+    def _point(self, node: ast.AST, what: str) -> bool:
+        here = self.count
+        self.count += 1
+        self.found.append((getattr(node, "lineno", 0), what))
+        return here == self.target
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        if id(node) in self.skip:
+            return node
+        for i, op in enumerate(node.ops):
+            new = _SWAP_CMP.get(type(op))
+            if new and self._point(node, f"{type(op).__name__} -> {new.__name__}"):
+                node.ops[i] = new()
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        if id(node) in self.skip:
+            return node
+        new = ast.Or if isinstance(node.op, ast.And) else ast.And
+        if self._point(node, f"{type(node.op).__name__} -> {new.__name__}"):
+            node.op = new()
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if id(node) in self.skip or isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
+            return node
+        new = _SWAP_BIN.get(type(node.op))
+        if new and self._point(node, f"{type(node.op).__name__} -> {new.__name__}"):
+            node.op = new()
+        return node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        if id(node) not in self.skip and isinstance(node.op, ast.Not) and self._point(node, "not x -> x"):
+            return node.operand
+        return node
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        v = node.value
+        if id(node) in self.skip or isinstance(v, bool) or not isinstance(v, (int, float)):
+            return node
+        new = v + 1 if isinstance(v, int) else (v * 2 if v else 1.0)
+        if self._point(node, f"{v!r} -> {new!r}"):
+            return ast.copy_location(ast.Constant(new), node)
+        return node
+
+
+def _functions_only(tree: ast.Module) -> set[int]:
+    """Module-level statements outside functions and classes' methods are not mutated (tables, imports)."""
+    keep: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            keep.update(id(n) for n in ast.walk(node))
+    return {id(n) for n in ast.walk(tree)} - keep
+
+
+def mutants_of(module: str) -> list[Mutant]:
+    tree = ast.parse((ROOT / module).read_text())
+    m = _Mutator(_skipped_nodes(tree) | _functions_only(tree))
+    m.visit(tree)
+    return [Mutant(module, i, line, what) for i, (line, what) in enumerate(m.found)]
+
+
+def mutated_source(module: str, index: int) -> str:
+    tree = ast.parse((ROOT / module).read_text())
+    m = _Mutator(_skipped_nodes(tree) | _functions_only(tree), target=index)
+    tree = m.visit(tree)
+    ast.fix_missing_locations(tree)
+    return ast.unparse(tree)
+
+
+def _pytest_args(spec: list[str]) -> list[str]:
+    args: list[str] = []
+    for item in spec:
+        if item.startswith("::k="):
+            args += ["-k", item[4:]]
+        else:
+            args.append(item)
+    return args
+
+
+def _run(copy: Path, spec: list[str], timeout: float, env: dict[str, str]) -> tuple[bool, float]:
+    """(tests passed, seconds) of ``spec`` run against the tree in ``copy``."""
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-W", "ignore",
+                               *_pytest_args(spec)], cwd=copy, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=timeout)
+        ok = proc.returncode == 0
+    except subprocess.TimeoutExpired:
+        ok = False
+    return ok, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated substrings of module paths (default: all)")
+    parser.add_argument("--limit", type=int, default=0, help="at most N mutants per module, evenly spread")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MODULES if not args.only or any(o in m for o in args.only.split(","))]
+    if args.list:
+        for module in chosen:
+            for mu in mutants_of(module):
+                print(f"{module}:{mu.line}  #{mu.index}  {mu.what}")
+        return 0
+    total = killed = 0
+    survivors: list[Mutant] = []
+    with tempfile.TemporaryDirectory(prefix="wb-mutants-") as tmp:
+        copy = Path(tmp) / "tree"
+        shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info",
+                                                                  "reports", ".pytest_cache"))
+        env = {**os.environ, "PYTHONPATH": str(copy), "WB_ZOO_ROOT": str(Path(tmp) / "zoo"),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        for module in chosen:
+            spec = MODULES[module]
+            if not all((copy / s).exists() for s in spec if not s.startswith("::")):
+                print(f"SKIP  {module}: tests missing ({spec})")
+                continue
+            ok, base = _run(copy, spec, 1800, env)
+            if not ok:
+                print(f"SKIP  {module}: its tests fail unmutated")
+                continue
+            mutants = mutants_of(module)
+            if args.limit and len(mutants) > args.limit:
+                step = len(mutants) / args.limit
+                mutants = [mutants[int(i * step)] for i in range(args.limit)]
+            original = (copy / module).read_text()
+            k = 0
+            try:
+                for mu in mutants:
+                    (copy / module).write_text(mutated_source(module, mu.index))
+                    passed, _ = _run(copy, spec, max(60.0, 4 * base), env)
+                    if passed:
+                        survivors.append(mu)
+                    else:
+                        k += 1
+            finally:
+                (copy / module).write_text(original)
+            total += len(mutants)
+            killed += k
+            print(f"{module:<36} killed {k}/{len(mutants)} (tests {base:.0f}s)", flush=True)
+    for mu in survivors:
+        print(f"SURVIVED {mu.module}:{mu.line} {mu.what}")
+    score = 100.0 * killed / total if total else 0.0
+    print(f"killed={killed}/{total} score={score:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The accuracy stage's findings from saved reports: drops beyond noise and threshold, their cause and
+measured fixes, and the input-contract guards' issues (fast: reports built from numbers, no model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.evaluate.accuracy import AccuracyReport, AccuracyRow, FixTrial
+from workbench.evaluate.findings import contract_findings, drop_findings, findings
+from workbench.evaluate.remedies import drops_beyond, remedy_recipes
+from workbench.models.contract import ContractIssue
+
+
+def _row(cond, model, acc, drop=0.0, low=0.0, high=0.0, n=540):
+    return AccuracyRow(condition=cond, model=model, n=n, correct=round(acc * n), accuracy=acc, ci_low=acc - 0.02,
+                       ci_high=min(1.0, acc + 0.02), drop_pp=drop, drop_ci_low=low, drop_ci_high=high,
+                       agreement=1.0, is_reference=model == "fp32")
+
+
+def _report(rows, *, trials=(), issues=(), classes=10, conditions=("daylight", "overexposed")):
+    return AccuracyReport(dataset="d", dataset_hash="h", split="test", reference="fp32", models=("fp32", "int8"),
+                          conditions=conditions, classes=tuple(str(i) for i in range(classes)), rows=tuple(rows),
+                          model_paths={"fp32": "a", "int8": "b"}, model_sha256={}, modes={}, n_bootstrap=100,
+                          confidence=0.95, seed=0, fix_trials=tuple(trials), issues=tuple(issues))
+
+
+def _spread(drop=27.6, low=23.0, high=31.7, **kw):
+    return _report([_row("daylight", "fp32", 0.998), _row("daylight", "int8", 0.997, 0.1, -0.2, 0.4),
+                    _row("overexposed", "fp32", 0.715), _row("overexposed", "int8", 0.715 - drop / 100, drop, low,
+                                                                   high)], **kw)
+
+
+def test_a_drop_beyond_its_ci_and_the_threshold_is_a_finding():
+    (f,) = drop_findings(_spread(), target="imx93")
+    assert f.code == "accuracy.drop" and f.severity == "warning" and f.target == "imx93"
+    assert f.evidence["condition"] == "overexposed" and f.evidence["drop_pp"] == pytest.approx(27.6)
+    assert f.evidence["drop_ci"] == [23.0, 31.7] and f.evidence["threshold_pp"] == 1.0
+    assert "27.6 pp on overexposed" in f.message and "71.5% -> 43.9%" in f.message
+    assert f.evidence["cause"] is None and f.evidence["fix"] is None
+
+
+@pytest.mark.parametrize("drop,low,high,limit", [
+    (0.9, 0.2, 1.6, None),       # beyond noise but not past 1 pp
+    (1.0, 0.2, 1.8, None),       # exactly the threshold: not past it
+    (3.0, -0.5, 6.5, None),      # past the threshold but within noise (CI includes 0)
+    (3.0, 0.0, 6.0, None),       # CI touching 0: still noise
+    (3.0, 1.0, 5.0, 4.0),        # a looser threshold (the gate's max_drop)
+])
+def test_drops_within_noise_or_threshold_are_not_findings(drop, low, high, limit):
+    assert drop_findings(_spread(drop, low, high), max_drop_pp=limit) == []
+    assert findings(_spread(drop, low, high), max_drop_pp=limit) == []
+
+
+def test_just_past_the_threshold_and_above_zero_is_a_finding():
+    (f,) = drop_findings(_spread(1.01, 0.01, 2.0))
+    assert f.severity == "info" and "its CI reaches below the 1 pp threshold" in f.message
+    (f,) = drop_findings(_spread(2.0, 1.01, 3.0))
+    assert f.severity == "warning" and "reaches below" not in f.message
+    (f,) = drop_findings(_spread(2.0, 1.0, 3.0))
+    assert f.severity == "info"
+    assert [r.condition for r in drops_beyond(_spread(1.01, 0.01, 2.0), 1.0)] == ["overexposed"]
+    assert drop_findings(_spread(4.5, 1.0, 8.0), max_drop_pp=4.0)
+
+
+def test_the_measured_fix_is_named_with_its_numbers():
+    trials = [FixTrial("a8w8_pc+cle", "overexposed", -0.9, -1.9, 0.0, 0.724),
+              FixTrial("a8w8_pt+cle", "overexposed", 2.5, 1.2, 3.8, 0.69),
+              FixTrial("a8w8_pc", "daylight", 0.0, 0.0, 0.0, 0.99),
+              FixTrial("a8w8_pt", "overexposed", None, None, None, None, error="QuantizationError: boom")]
+    (f,) = drop_findings(_spread(trials=trials))
+    assert f.evidence["fix"] == "a8w8_pc+cle"
+    assert "a8w8_pc+cle -0.9 pp [-1.9, +0.0]" in f.message and "a8w8_pt+cle +2.5 pp" in f.message
+    assert "a8w8_pt not measured (QuantizationError: boom)" in f.message
+    assert [t["recipe"] for t in f.evidence["fix_trials"]] == ["a8w8_pc+cle", "a8w8_pt+cle", "a8w8_pt"]
+    assert f.next_step.startswith("Quantize with a8w8_pc+cle: measured drop -0.9 pp on overexposed")
+
+
+def test_a_trial_that_still_drops_is_not_called_a_fix():
+    trials = [FixTrial("a8w8_pc+cle", "overexposed", 5.0, 2.0, 8.0, 0.66)]
+    (f,) = drop_findings(_spread(trials=trials))
+    assert f.evidence["fix"] is None and "a8w8_pc+cle +5.0 pp" in f.message
+    assert f.next_step.startswith("Use the recipe the finding measured")
+    # past the threshold but within its own noise: a fix (the drop is no longer shown beyond noise)
+    trials = [FixTrial("a8w8_pt+cle", "overexposed", 1.5, -0.5, 3.5, 0.70)]
+    assert drop_findings(_spread(trials=trials))[0].evidence["fix"] == "a8w8_pt+cle"
+    trials = [FixTrial("a8w8_pt+cle", "overexposed", 1.0, 0.5, 1.5, 0.70)]
+    assert drop_findings(_spread(trials=trials))[0].evidence["fix"] == "a8w8_pt+cle"
+
+
+def test_a_wrong_card_explains_the_drops():
+    issue = ContractIssue("contract-probably-wrong", "the input contract is probably wrong: ...", severity="warning",
+                          evidence={"condition": "overexposed", "n": 256, "accuracy": 0.35,
+                                    "probe_top1": {"contract: range [0, 1], rgb": 0.35, "BGR with [0, 1]": 0.95},
+                                    "best_alternative": "BGR with [0, 1]", "contract": {"color": "rgb"},
+                                    "contract_source": "m.card.yaml", "fix": "Fix the model card (m.card.yaml)."})
+    found = findings(_spread(issues=[issue]), target="imx95")
+    assert [f.code for f in found] == ["model.input-contract"]
+    (f,) = found
+    assert f.evidence["conditions"] == ["overexposed"] and f.evidence["issue"] == "contract-probably-wrong"
+    assert "35.0% with the card, 95.0% with BGR with [0, 1]" in f.message and "1 of 2 condition(s)" in f.message
+    assert f.next_step.startswith("Fix the model card (m.card.yaml).")
+
+
+def test_near_chance_issue_and_other_issues():
+    near = ContractIssue("baseline-near-chance", "near chance", severity="warning",
+                         evidence={"condition": "daylight", "accuracy": 0.11})
+    other = ContractIssue("candidate-is-float", "float", severity="warning", evidence={"model": "int8"})
+    (f,) = contract_findings(_spread(issues=[near, other]))
+    assert f.evidence["issue"] == "baseline-near-chance" and "near chance on daylight" in f.message
+    assert contract_findings(_spread(issues=[near]), skip_near_chance=True) == []
+    assert contract_findings(_spread(issues=[other])) == []
+    assert contract_findings(_spread()) == []
+
+
+def test_near_chance_on_every_condition_is_one_finding_not_two():
+    rows = [_row("daylight", "fp32", 0.11), _row("daylight", "int8", 0.10, 1.0, -3, 5),
+            _row("overexposed", "fp32", 0.09), _row("overexposed", "int8", 0.09)]
+    near = ContractIssue("baseline-near-chance", "near chance", severity="warning",
+                         evidence={"condition": "daylight", "accuracy": 0.11})
+    found = findings(_report(rows, issues=[near]))
+    assert [f.code for f in found] == ["model.input-contract"] and "every condition" in found[0].message
+    # 19% for 10 classes is near chance (threshold 20%), 21% is not
+    rows[0] = _row("daylight", "fp32", 0.19)
+    assert findings(_report(rows))
+    rows[0] = _row("daylight", "fp32", 0.21)
+    assert not findings(_report(rows))
+
+
+def test_remedy_recipes_address_the_recipe_used():
+    assert remedy_recipes("a8w8_pt") == ["a8w8_pt+cle", "a8w8_pc"]
+    assert remedy_recipes("a8w8_pc") == ["a8w8_pc+cle", "a8w8_pt+cle"]
+    assert remedy_recipes("a8w8_pt+cle") == ["a8w8_pc"]
+    assert remedy_recipes("a8w8_pc+cle") == []
+
+
+def test_reports_round_trip_with_their_trials():
+    report = _spread(trials=[FixTrial("a8w8_pc+cle", "overexposed", -0.9, -1.9, 0.0, 0.724),
+                             FixTrial("a8w8_pt", "overexposed", None, None, None, None, error="x")])
+    assert AccuracyReport.from_dict(report.to_dict()) == report
+    assert "not measured" in report.fix_trials[1].summary() and "-0.9 pp" in report.fix_trials[0].summary()
