@@ -148,3 +148,26 @@ def test_scalar_outputs_and_all_zero_vectors(idx):
     row = FidelityRow(condition="day", model="int8", output="score", output_index=0, kind="other",
                       **output_fidelity(score, score + 0.1, idx))
     assert "n/a (scalar)" in text([row]) and "mean |err| 0.1" in text([row])
+
+
+def test_a_recorded_permutation_settles_what_shapes_cannot(idx, tmp_path):
+    """[4, 4, 4] looks the same channels-first and channels-last: the conversion record says which."""
+    import json
+
+    from workbench.evaluate.fidelity import recorded_permutations
+    rng = np.random.default_rng(7)
+    cube = rng.normal(size=(400, 4, 4, 4))
+    nhwc = cube.transpose(0, 2, 3, 1).reshape(400, -1)
+    layout = [("cube", (4, 4, 4))]
+    guessed = fidelity_rows("day", "int8", [cube.reshape(400, -1)], [nhwc], idx, names=("cube",), kinds=("other",),
+                            reference_layout=layout, candidate_layout=layout)
+    assert guessed[0].sqnr_db < 3                                       # compared as is: noise
+
+    class Layout(list):
+        path = tmp_path / "model.tflite"
+    (tmp_path / "model_manifest.json").write_text(json.dumps({"conversion": {"transposed_outputs": ["cube"]}}))
+    perms = recorded_permutations(Layout(layout), layout)
+    assert perms == [(2, 0, 1)]
+    rows = fidelity_rows("day", "int8", [cube.reshape(400, -1)], [nhwc], idx, names=("cube",), kinds=("other",),
+                         reference_layout=layout, candidate_layout=layout, permutations=perms)
+    assert rows[0].sqnr_db == 200.0 and rows[0].permutation == (2, 0, 1)

@@ -358,9 +358,10 @@ def _metric(name: str, fn: Any, outputs: list[np.ndarray], y: np.ndarray, model:
 
 def _fidelity(cond, name, ref_out, out, idx, out_names, kinds, confidence, ref_layout=None,
               layout=None) -> list[FidelityRow]:
-    from .fidelity import fidelity_rows
+    from .fidelity import fidelity_rows, recorded_permutations
     return fidelity_rows(cond, name, ref_out, out, idx, names=out_names, kinds=kinds, confidence=confidence,
-                         reference_layout=ref_layout, candidate_layout=layout)
+                         reference_layout=ref_layout, candidate_layout=layout,
+                         permutations=recorded_permutations(layout, ref_layout))
 
 
 def _output_layouts(models, data: Any, contract: InputContract) -> dict[str, Any]:
@@ -374,8 +375,16 @@ def _output_layouts(models, data: Any, contract: InputContract) -> dict[str, Any
     for name, path in models:
         layout = output_layouts(path, shape)
         if layout is not None:
-            layouts[name] = layout
+            layouts[name] = _Layout(layout, path)
     return layouts
+
+
+class _Layout(list):
+    """An output layout (``[(name, shape)]``) that remembers the model file it was read from."""
+
+    def __init__(self, items, path):
+        super().__init__(items)
+        self.path = path
 
 
 def _label_mapper(data: Any, held_out: Any, contract: InputContract, ref_outputs: list[np.ndarray], models,

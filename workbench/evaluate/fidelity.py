@@ -245,6 +245,34 @@ def output_layouts(path: Any, input_shape: Sequence[int] | None = None) -> list[
     return None
 
 
+def recorded_permutations(candidate_layout: Any, reference_layout: Sequence[tuple[str, Sequence[int]]] | None
+                          ) -> list[tuple[int, ...] | None] | None:
+    """Per reference output, the permutation the conversion recorded (``transposed_outputs`` of the
+    ``model_manifest.json`` beside the candidate: the ONNX outputs onnx2tf turned channels-last), or
+    ``None`` per output where it recorded nothing; ``None`` without a record.  It settles what the
+    shapes cannot: an output ``[C, H, W]`` with ``C == H == W`` looks the same in either layout."""
+    from pathlib import Path
+
+    from .._io import read_json
+    path = getattr(candidate_layout, "path", None)
+    if path is None or not reference_layout:
+        return None
+    manifest = Path(str(path)).with_name("model_manifest.json")
+    try:
+        conversion = read_json(manifest).get("conversion") or {} if manifest.is_file() else {}
+    except (OSError, ValueError):
+        return None
+    transposed = set(conversion.get("transposed_outputs") or ())
+    if not transposed:
+        return None
+    out: list[tuple[int, ...] | None] = []
+    for name, shape in reference_layout:
+        rank = len(tuple(shape))
+        out.append(tuple(int(i) for i in np.argsort((*range(1, rank), 0))) if name in transposed and rank > 1
+                   else None)
+    return out
+
+
 def pair_outputs(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
                  model: str = "candidate", *, reference_names: Sequence[str] | None = None,
                  candidate_names: Sequence[str] | None = None) -> list[tuple[int, int]]:
