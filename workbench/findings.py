@@ -32,7 +32,7 @@ from .vocab import STAGES
 
 SEVERITIES = ("info", "warning", "error")
 #: the pipeline stages (vocab.STAGES) and the steps around them that notice findings too
-FINDING_STAGES = ("run", "data", "model", *STAGES, "board", "deploy")
+FINDING_STAGES = ("run", "data", "model", "convert", *STAGES, "board", "deploy")
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 
@@ -104,6 +104,19 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "The coverage audit found layers whose activations on a deployment condition fall outside the "
      "calibrated range more often than the clip threshold: that condition saturates on the device.",
      "Add samples of the condition to the calibration set (stratified or coverage strategy)."),
+    # -- convert ---------------------------------------------------------------------------------
+    CatalogueEntry("convert.added-ops", "warning", "convert", "The conversion added ops the model does not have",
+     "The INT8 file holds data-movement ops (TRANSPOSE, PAD, requantizing QUANTIZE, GATHER...) that the source "
+     "model does not: the converter put them there (layout changes, padding it could not fuse, scales it had "
+     "to match). Info at quantize; a warning where they run on a target's CPU (placement).",
+     "Read the structural diff (`workbench quantize` text, the manifest's `structure`): quantize the FP32 "
+     ".tflite or .onnx as it is, or export the model so the converter has nothing to add (static shapes, "
+     "NHWC, SAME padding); the ops are not yours to replace."),
+    CatalogueEntry("convert.depthwise-lost", "warning", "convert", "Depthwise convolutions did not stay depthwise",
+     "Depthwise convolutions of the source became other ops in the INT8 file (e.g. grouped CONV_2D), which "
+     "the NPUs run slower or not at all.",
+     "Check the conversion (onnx2tf's group convolution handling; the structural diff names the counts); "
+     "quantize the source as it is where possible."),
     # -- quantize --------------------------------------------------------------------------------
     CatalogueEntry("quantize.float-op-left", "error", "quantize", "Float op left in an INT8 model",
      "An op computes in float inside a model that is meant to be full integer (for ONNX QDQ "

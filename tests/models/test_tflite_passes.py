@@ -88,7 +88,7 @@ def _inject_transposes(data):
 def grouped_models():
     """A Keras net with channel-wise grouped convolutions (strides 2x1 and 1x1, one with dilation), an
     element-wise affine block wrapped in a TRANSPOSE pair that cancels, and a plain grouped conv
-    (groups=2) left alone: FP32 and INT8."""
+    (groups=2) left alone: FP32 and INT8 with the TRANSPOSE pair, the samples, and the FP32 model without it."""
     import contextlib
     import io
 
@@ -110,14 +110,14 @@ def grouped_models():
         conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
         conv.inference_input_type = conv.inference_output_type = tf.int8
         int8 = conv.convert()
-    return _inject_transposes(fp32), _inject_transposes(int8), x
+    return _inject_transposes(fp32), _inject_transposes(int8), x, fp32
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fp32", "int8"])
 def test_passes_keep_every_number(grouped_models, kind):
     from workbench.models.tflite_passes import apply_passes
-    fp32, int8, x = grouped_models
+    fp32, int8, x, _ = grouped_models
     data = fp32 if kind == "fp32" else int8
     before = _ops(data)
     assert before["CONV_2D"] == 3 and not before["DEPTHWISE_CONV_2D"] and before["TRANSPOSE"] == 2

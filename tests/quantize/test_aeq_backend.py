@@ -63,6 +63,11 @@ def test_fp16_tflite_is_quantized_op_for_op(fp16_model, tmp_path):
     assert got == source - collections.Counter({"DEQUANTIZE": source["DEQUANTIZE"]}), got
     assert q.full_integer and q.weight_granularity == "per_channel"
     assert "float16 weights -> float32" in " ".join(q.manifest()["conversion"]["prepared"])
+    st = q.manifest()["structure"]
+    assert st == q.structure and st["compared"] and st["added"] == {} and st["transposes_added"] == 0
+    assert st["depthwise"] == {"source": 1, "int8": 1} and st["source_total"] == st["int8_total"]
+    from workbench.findings import findings_for
+    assert not [f for f in findings_for(q) if f.code.startswith("convert.")]
     for t in q.inspect().tensors:         # symmetric per-channel weights: every zero point 0 (LiteRT's rule)
         if t.is_constant and len(t.scales) > 1:
             assert set(t.zero_points) == {0}, t.name

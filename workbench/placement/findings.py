@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WorkbenchError
-from ..findings import Finding, make
+from ..findings import Finding, entry, make
 
 MAX_LISTED = 8
 
@@ -23,16 +23,38 @@ def findings(report: Any, *, target: str = "", **_: Any) -> list[Finding]:
     out: list[Finding] = []
     name = Path(report.model).name
     by_index = {o.index: o for o in report.ops}
+    structure = model_structure(report.model)
+    from ..models.structure import op_origin
     for island in report.cpu_islands:
         ops = [by_index[i] for i in island.ops if i in by_index]
         listed = ", ".join(f"{o.type} #{o.index}" for o in ops[:MAX_LISTED])
+        origins = [op_origin(structure, o.type) for o in ops]
+        added = bool(ops) and all(g.startswith("converter") for g in origins)
+        source_ops = (structure or {}).get("source_ops", {})
+        why = ("; the conversion added them (the source model has "
+               + ", ".join(f"{source_ops.get(t, 0)} {t}" for t in sorted({o.type for o in ops}))
+               + ", the INT8 file more); the island is the converter's, not your model's") if added else ""
         out.append(make("placement.cpu-island",
                         f"{name} on {target}: {listed} run(s) on the CPU between NPU segments "
-                        f"(ops {island.first}-{island.last})", target=target,
+                        f"(ops {island.first}-{island.last}){why}", target=target,
+                        next_step=entry("convert.added-ops").action if added else None,
                         evidence={"authority": report.authority, "first": island.first, "last": island.last,
-                                  "ops": [{"index": o.index, "op": o.type, "name": o.name,
+                                  "origin": "converter" if added else "model",
+                                  "ops": [{"index": o.index, "op": o.type, "name": o.name, "origin": g,
                                            "reasons": [f"{r.constraint}: {r.detail}" for r in o.reasons]}
-                                          for o in ops]}))
+                                          for o, g in zip(ops, origins)]}))
+    cpu_added = [o for o in report.ops if o.placement == "CPU" and op_origin(structure, o.type) != "model"]
+    if cpu_added:
+        kinds = sorted({o.type for o in cpu_added})
+        out.append(make("convert.added-ops",
+                        f"{name} on {target}: {len(cpu_added)} op(s) of a type the conversion added run on the CPU "
+                        f"({', '.join(f'{o.type} #{o.index}' for o in cpu_added[:MAX_LISTED])})", target=target,
+                        evidence={"ops": [{"index": o.index, "op": o.type, "origin": op_origin(structure, o.type)}
+                                          for o in cpu_added],
+                                  "source_ops": {k: structure.get("source_ops", {}).get(k, 0) for k in kinds}
+                                  if structure else {},
+                                  "int8_ops": {k: structure.get("int8_ops", {}).get(k, 0) for k in kinds}
+                                  if structure else {}}))
     for f in report.findings:
         if f.check.endswith("model.per_channel"):
             out.append(make("placement.per-channel-slow", f"{name} on {target}: {f.detail}", target=target,
@@ -40,6 +62,19 @@ def findings(report: Any, *, target: str = "", **_: Any) -> list[Finding]:
     out += _int16_findings(report, target, name)
     out += _bsp_findings(report, target, name)
     return out
+
+
+def model_structure(model: str) -> dict[str, Any] | None:
+    """The structural diff recorded in the manifest beside ``model`` (quantize writes it), or None."""
+    from ..quantize.manifest import MANIFEST_NAME
+    path = Path(model).parent / MANIFEST_NAME
+    try:
+        import json
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    structure = data.get("structure") if isinstance(data, dict) and data.get("file") == Path(model).name else None
+    return structure if isinstance(structure, dict) and structure.get("compared") else None
 
 
 def _int16_findings(report: Any, target: str, name: str) -> list[Finding]:

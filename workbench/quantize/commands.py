@@ -111,6 +111,8 @@ def _quantize(args: argparse.Namespace) -> int:
     text = result.summary() + f"\n  model:    {result.path}\n  manifest: {result.manifest_path}"
     if result.float_ops:
         text += "\n  float ops: " + ", ".join(result.float_ops)
+    from ..models.structure import summary_lines
+    text += "".join(f"\n  {line}" for line in summary_lines(result.structure))
     for note in notes:
         text += f"\n  warning: {note}"
     emit(obj, as_json=args.json, text=text)

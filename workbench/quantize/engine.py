@@ -61,6 +61,7 @@ class QuantizedModel(Result):
     cache_key: str
     cache_hit: bool = False
     conversion: dict[str, Any] | None = None   # how a non-Keras source reached the backend (onnx2tf...)
+    structure: dict[str, Any] | None = None    # source ops vs INT8 ops (workbench/models/structure.py)
 
     def inspect(self) -> ModelInspection:
         """Read the file again (every tensor and op with its quantization)."""
@@ -94,7 +95,23 @@ class QuantizedModel(Result):
         styles = [display.BAD_STYLE if r[0] == "float ops" and self.float_ops else "" for r in rows]
         return (display.heading("Quantized model") + display.paragraph(self.summary())
                 + display.table(("", ""), rows, row_styles=styles)
-                + display.table(("op type", "count"), sorted(self.op_summary.items()), caption="Ops"))
+                + display.table(("op type", "count"), sorted(self.op_summary.items()), caption="Ops")
+                + _structure_html(self.structure))
+
+
+def _structure_html(structure: dict[str, Any] | None) -> str:
+    from .. import display
+    from ..models.structure import summary_lines
+    if not structure:
+        return ""
+    html = display.paragraph("; ".join(line.strip() for line in summary_lines(structure)))
+    if structure.get("compared"):
+        src, dst = structure.get("source_ops", {}), structure.get("int8_ops", {})
+        rows = [(k, src.get(k, 0), dst.get(k, 0), dst.get(k, 0) - src.get(k, 0)) for k in sorted(set(src) | set(dst))]
+        styles = [display.BAD_STYLE if r[3] > 0 else "" for r in rows]
+        html += display.table(("op type", "source", "INT8", "added"), rows, row_styles=styles,
+                              caption="Structure: source ops vs INT8 ops (edge QUANTIZE/DEQUANTIZE aside)")
+    return html
 
 
 @dataclass(frozen=True)
@@ -184,10 +201,25 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
         op_summary=dict(inspection.op_summary), float_ops=inspection.float_ops + inspection.qdq_inside,
         weight_granularity=inspection.weight_granularity, full_integer=inspection.full_integer,
         min_runtime=inspection.min_runtime, toolchain=toolchain, manifest_path=str(manifest_path),
-        cache_key=key, cache_hit=hit is not None, conversion=manifest.get("conversion"))
+        cache_key=key, cache_hit=hit is not None, conversion=manifest.get("conversion"),
+        structure=_stored_structure(manifest) or _structure(source, fmt, model_path, rec.backend))
 
 
 # -- steps -------------------------------------------------------------------------------------
+def _stored_structure(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    from ..models.structure import STRUCTURE_VERSION
+    stored = manifest.get("structure")
+    return stored if isinstance(stored, dict) and stored.get("version") == STRUCTURE_VERSION else None
+
+
+def _structure(source: Path, fmt: str, model_path: Path | str, backend: str) -> dict[str, Any] | None:
+    """The structural diff of a TFLite-recipe result (None for ONNX QDQ models)."""
+    if backend != "tflite":
+        return None
+    from ..models.structure import structural_diff
+    return structural_diff(source, fmt, model_path)
+
+
 def _check_backend(source: Path, fmt: str, rec: QuantRecipe) -> None:
     if fmt == "tflite":
         from .inspect import inspect_model as _inspect
@@ -407,6 +439,7 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
         probe = Path(tmp) / f"model{ext}"
         probe.write_bytes(data)
         inspection = inspect_model(probe)
+        structure = _structure(source, fmt, probe, rec.backend)
     problems = inspection.check(rec)
     if problems:
         raise QuantizationError(f"{source}: the {rec.backend} result breaks recipe {rec.name!r}: "
@@ -421,6 +454,7 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
         source={"path": portable_paths(str(source)), "sha256": source_sha, "format": fmt}, toolchain=toolchain,
         inspection=inspection, cache_key=key, conversion=conversion,
         created_utc=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    manifest["structure"] = structure
     from .cache import store
     model_path, manifest_path = store(key, ext, data, manifest)
     return model_path, manifest_path, inspect_model(model_path)

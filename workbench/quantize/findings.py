@@ -241,6 +241,29 @@ def quantized_findings(q: Any, *, target: str = "") -> list[Finding]:
                         + ", ".join(f"{o['op']} #{o['index']}" for o in ops[:MAX_LISTED]),
                         target=target, evidence={"format": q.format, "ops": ops}))
     out += deployed_findings(q.path, q.manifest_path, target=target, backend=q.backend)
+    out += structure_findings(getattr(q, "structure", None), Path(q.path).name, target=target)
+    return out
+
+
+def structure_findings(structure: dict[str, Any] | None, name: str, *, target: str = "") -> list[Finding]:
+    """``convert.added-ops`` (info here: where they land is placement's question) and
+    ``convert.depthwise-lost`` from the structural diff of a quantize result."""
+    from ..models.structure import LAYOUT_OPS
+    if not structure or not structure.get("compared"):
+        return []
+    out = []
+    added = {k: v for k, v in structure.get("added", {}).items() if k in LAYOUT_OPS}
+    if added:
+        out.append(make("convert.added-ops", f"{name}: the conversion added "
+                        + ", ".join(f"{k} x{v}" for k, v in added.items()) + " that the source model does not have",
+                        target=target, severity="info",
+                        evidence={"added": added, "source_ops": structure.get("source_ops", {}),
+                                  "int8_ops": structure.get("int8_ops", {})}))
+    dw = structure.get("depthwise", {})
+    if dw.get("int8", 0) < dw.get("source", 0):
+        out.append(make("convert.depthwise-lost", f"{name}: {dw['source'] - dw['int8']} of {dw['source']} depthwise "
+                        "convolution(s) of the source are not DEPTHWISE_CONV_2D in the INT8 file", target=target,
+                        evidence={"depthwise": dw, "grouped_conv": structure.get("grouped_conv", {})}))
     return out
 
 
