@@ -65,7 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_ERROR
     try:
-        code = int(args.func(args) or 0)
+        from ._cli import quiet_libraries
+        with quiet_libraries(args.command):
+            code = int(args.func(args) or 0)
         sys.stdout.flush()                     # a closed pipe shows here, not at interpreter exit
         return code
     except BrokenPipeError:                    # `workbench ... --json | head`: the reader left; end quietly

@@ -183,9 +183,9 @@ class RunDiff(Result):
                    [rows[c][2] - rows[c][0] for c in conds if c in rows]]
             ax.bar(xs, ys, width=width, yerr=err, capsize=3, label=t.target)
         ax.axhline(0, color="grey", lw=1)
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(conds))], conds, fontsize=8)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(conds))], conds, fontsize=10)
         ax.set_ylabel("INT8 top-1, B - A (pp)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=10)
         return ax
 
 

@@ -20,6 +20,7 @@ TEXT_CELL_STYLE = "border:1px solid #ccc;padding:2px 6px;text-align:left;max-wid
 HEAD_STYLE = "border:1px solid #ccc;padding:2px 6px;background:#f0f0f0;text-align:left"
 BAD_STYLE = "background:#fde2e2"
 GOOD_STYLE = "background:#e2f5e2"
+WARN_STYLE = "background:#fff3cd"
 
 
 def esc(value: Any) -> str:
@@ -114,8 +115,11 @@ def alert(text: str) -> str:
 
 
 PAGE_CSS = """
-body{font-family:sans-serif;font-size:13px;margin:16px auto;max-width:1100px;color:#222}
-pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}
+body{font-family:sans-serif;font-size:13px;margin:16px auto;max-width:1100px;color:#222;overflow-wrap:break-word}
+pre{background:#f7f7f7;padding:6px;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
+table{max-width:100%}
+td{overflow-wrap:anywhere}
+summary{cursor:pointer}
 .input_prompt,.output_prompt,.prompt{color:#888;font-size:11px}
 .output_area pre,.output_subarea pre{background:none}
 .output_stderr pre{background:#fff5e5}

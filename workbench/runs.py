@@ -540,7 +540,7 @@ class RunSummary(Result):
         ax.set_ylabel("top-1 accuracy")
         ax.set_title(f"run {self.run_id}: accuracy per condition")
         if done:   # below the axes, outside the bars
-            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(len(done) + 1, 4),
+            ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(len(done) + 1, 4),
                       frameon=False)
         else:
             ax.text(0.5, 0.5, "no accuracy results", ha="center", va="center", transform=ax.transAxes)

@@ -203,6 +203,8 @@ def _batch(args: argparse.Namespace) -> int:
         if result.gate is not None:
             lines += [f"  gate: {v.reason}" for v in result.gate.violations]
             lines += [f"  gate note: {n}" for n in result.gate.notes]
+        if not args.verbose:
+            lines.append(f"  log: {Path(result.out_dir) / result.run_dir / 'batch.log'}")
         lines.append(str(result.index_path))
         emit(result, as_json=False, text="\n".join(lines))
     return result.exit_code

@@ -3,6 +3,8 @@ links) with local absolute paths scrubbed, so a report can be shared as a file."
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import os
 import re
 import sys
@@ -74,23 +76,90 @@ def external_references(html: str) -> list[str]:
 
 
 def report_findings_html(notebook: Path, nb: Any) -> str:
-    """The Findings section a report opens with: its target's findings (every target's for the summary).
+    """What a report opens with: the verdict (its target's row; every target's for the summary and the
+    sweep), its warnings and errors grouped, then its info findings collapsed.
 
     Read from the run folder the executed notebook names in its papermill parameters (``run_dir``,
     relative to the batch output folder the notebook sits one level below; ``target`` or ``targets``).
-    Empty when the notebook was not run by the batch or the run folder holds nothing yet."""
-    from ..findings import findings_html, run_findings
+    Empty when the notebook was not run by the batch or the run folder holds nothing yet.  The batch
+    replaces the verdict once every target is done (:func:`~workbench.batch.verdict.refresh_reports`)."""
+    from ..findings import Findings, findings_html, run_findings
+    from ..runs import summarize_run
+    from .verdict import collapsed, target_verdicts, verdict_html
     params = (nb.metadata.get("papermill") or {}).get("parameters") or {}
     run_dir, target = params.get("run_dir"), params.get("target")
     if not isinstance(run_dir, str) or not run_dir:
         return ""
     folder = notebook.resolve().parent.parent / run_dir
+    targets = [target] if isinstance(target, str) and target else None
     try:
-        found = run_findings(folder, targets=[target] if isinstance(target, str) and target else None)
+        found = run_findings(folder, targets=targets)
+        summary = summarize_run(folder, targets=targets)
     except WorkbenchError:      # no target folder yet: a report without findings, not a failed export
         return ""
-    title = f"Findings for {target}" if isinstance(target, str) and target else "Findings (all targets)"
-    return findings_html(found, title=title)
+    block = verdict_html(target_verdicts(folder, summary, findings=found),
+                         note="As of this report's export: the batch rewrites this block when every stage is done.")
+    title = f"Findings for {target}" if targets else "Findings (all targets)"
+    serious, infos = found.at_least("warning"), Findings(tuple(f for f in found if f.severity == "info"))
+    out = block + (findings_html(serious, title=f"{title}: warnings and errors") if serious else "")
+    if infos:
+        out += collapsed(f"{len(infos)} info finding(s)", findings_html(infos, title=f"{title}: info"))
+    return out
+
+
+_REPR = re.compile(r"^\s*[\[(]*\s*(?:<[\w.]+ (?:object )?at 0x[0-9a-f]+>|[A-Z]\w*\()")
+_WARNING_LINE = re.compile(r"^(\w*Warning): (.+)$", re.MULTILINE)
+
+
+def run_log(notebook: Path, nb: Any) -> Path | None:
+    """The run's ``batch.log`` of a notebook the batch executed (None when it names no run folder)."""
+    params = (nb.metadata.get("papermill") or {}).get("parameters") or {}
+    run_dir = params.get("run_dir")
+    if not isinstance(run_dir, str) or not run_dir:
+        return None
+    return notebook.resolve().parent.parent / run_dir / "batch.log"
+
+
+def move_library_output(nb: Any, log: Path | None, *, name: str = "") -> int:
+    """Take standard error and bare Python reprs out of ``nb``'s outputs (in place), appending them to ``log``
+    (or dropping them when there is none); returns how many outputs moved.  What a report shows is results
+    (tables, figures, text a cell prints on purpose), not what TensorFlow or absl wrote on the way."""
+    import nbformat
+    moved: list[str] = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        kept, warned = [], []
+        for out in cell.get("outputs", []):
+            text = None
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                text = out.get("text", "")
+                text = "".join(text) if isinstance(text, list) else text
+                warned += [f"{kind}: {message}" for kind, message in _WARNING_LINE.findall(text)
+                           if kind.startswith("Workbench")]
+            elif out.get("output_type") == "execute_result" and set(out.get("data", {})) == {"text/plain"}:
+                plain = out["data"]["text/plain"]
+                plain = "".join(plain) if isinstance(plain, list) else plain
+                if _REPR.match(plain):
+                    text = plain
+                elif plain[:1] in ("'", '"'):        # a string a cell ended with: its text, not its repr
+                    with contextlib.suppress(ValueError, SyntaxError):
+                        value = ast.literal_eval(plain)
+                        if isinstance(value, str):
+                            out["data"]["text/plain"] = value
+            if text is None:
+                kept.append(out)
+            else:
+                moved.append(f"--- {name} cell {i} ---\n{text.rstrip()}\n")
+        if warned:     # the workbench's own warnings stay, once each, as text (not as a standard-error block)
+            kept.append(nbformat.v4.new_output("stream", name="stdout",
+                                               text="".join(f"{w}\n" for w in dict.fromkeys(warned))))
+        cell["outputs"] = kept
+    if moved and log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write("".join(moved))
+    return len(moved)
 
 
 def export_html(notebook: str | os.PathLike, *, hide_code: bool = False, header: str = "",
@@ -102,6 +171,7 @@ def export_html(notebook: str | os.PathLike, *, hide_code: bool = False, header:
 
     from .. import display
     nb = nbformat.read(str(notebook), as_version=4)
+    moved = move_library_output(nb, None if hide_code else run_log(Path(notebook), nb), name=Path(notebook).name)
     header = report_findings_html(Path(notebook), nb) + header
     if scrubber is not None:
         nb = scrubber.notebook(nb)
@@ -110,7 +180,9 @@ def export_html(notebook: str | os.PathLike, *, hide_code: bool = False, header:
                             exclude_input_prompt=hide_code, exclude_output_prompt=hide_code)
     body, _ = exporter.from_notebook_node(nb)
     css = HtmlFormatter(style="default").get_style_defs(".highlight")
-    page = display.page(title or Path(notebook).stem, header + make_self_contained(body), extra_css=css)
+    footer = (display.paragraph(f"{moved} block(s) of library output (standard error, plain reprs) are in the run's "
+                                "batch.log, not here.") if moved else "")
+    page = display.page(title or Path(notebook).stem, header + make_self_contained(body) + footer, extra_css=css)
     left = external_references(page)
     if left:
         raise BatchError(f"{notebook}: the HTML export still references {left[:3]}; report this as a bug.")

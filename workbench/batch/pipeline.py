@@ -39,7 +39,7 @@ from ..vocab import SUMMARY_NOTEBOOK, TARGETS
 from . import console as _console
 from .execute import KERNEL, NOTEBOOKS_DIR, SWEEP_NOTEBOOK, Runner, StageRun, TargetRun, declared_parameters
 from .export import Scrubber
-from .summary import write_crash_index, write_index, write_summary
+from .summary import refresh_verdicts, write_crash_index, write_index, write_summary
 
 STAGE_NOTEBOOKS = tuple(_STAGE_NOTEBOOKS.values())
 STAGE_NAMES = dict(_STAGE_NOTEBOOKS)
@@ -204,9 +204,13 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
             common["run_dir"] = run_dir.as_posix()
         terminal = stack.enter_context(_console.quiet(out_dir / run_dir / "batch.log", enabled=quiet))
         console = _console.Console(terminal, enabled=progress, width=max(len(t) for t in [*targets, "summary"]))
+        log = out_dir / run_dir / "batch.log"
+        console.line(f"batch {run_id}: {', '.join(targets)} x {len(stage_list)} stage(s), {min(jobs, len(targets))} "
+                     f"at a time; library output goes to {log if quiet else 'the terminal (--verbose)'}")
         # 2. the reference model once, before parallel kernels would each train it
         if model == "reference":
             from ..models.reference import reference_model
+            console.line("preparing the built-in reference model (trained once, then cached)")
             reference_model()
         # 3.-5. a crash from here on still leaves an index.html of this run (write_crash_index), never
         # the previous run's
@@ -247,6 +251,7 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
                        else (f"summary notebook failed: {summary_stage.error}",)), sweep=sweep_stage)
             write_summary(out_dir, result, summary)
             write_index(out_dir, result, summary, summary_stage)
+            refresh_verdicts(out_dir, result, summary)
             return result
         except BaseException as exc:
             try:

@@ -118,9 +118,20 @@ def reusable(out_dir: Path, notebook_rel: str, key: str) -> dict[str, Any] | Non
     files = {**record.get("outputs", {}), **record.get("reports", {})}
     for rel, digest in files.items():
         target = out_dir / rel
-        if not target.is_file() or sha256_file(target) != digest:
+        if not target.is_file() or report_digest(target) != digest:
             return None
     return record
+
+
+def report_digest(path: Path) -> str:
+    """sha256 of a file; of an HTML report without its verdict block (the batch rewrites that block at its end,
+    with what every target's stages found: a reused report is refreshed, not damaged)."""
+    if path.suffix != ".html":
+        return sha256_file(path)
+    import hashlib
+
+    from .verdict import without_block
+    return hashlib.sha256(without_block(path.read_text(encoding="utf-8")).encode("utf-8")).hexdigest()
 
 
 def forget(out_dir: Path, notebook_rel: str) -> None:
@@ -131,7 +142,7 @@ def forget(out_dir: Path, notebook_rel: str) -> None:
 def remember(out_dir: Path, notebook_rel: str, *, parts: Mapping[str, str], outputs: Mapping[str, str],
              reports: Iterable[str], seconds: float) -> None:
     """Write the record, last: the outputs and reports exist and are hashed as they are now."""
-    hashed = {rel: sha256_file(out_dir / rel) for rel in reports if (out_dir / rel).is_file()}
+    hashed = {rel: report_digest(out_dir / rel) for rel in reports if (out_dir / rel).is_file()}
     atomic_write_json(record_path(out_dir, notebook_rel),
                       {"key": stable_hash(dict(parts)), "parts": dict(parts), "outputs": dict(outputs),
                        "reports": hashed, "seconds": seconds})

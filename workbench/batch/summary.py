@@ -60,6 +60,18 @@ def sweep_files(out_dir: Path, result: BatchResult) -> dict[str, str]:
             if (out_dir / folder / f"{name}.{ext}").is_file()}
 
 
+def sweep_recommendation_objects(out_dir: Path, files: dict[str, str]) -> list[Any]:
+    """The sweep's :class:`~workbench.sweep.result.Recommendation` per target (none when missing/unreadable)."""
+    from .._io import read_json
+    from ..sweep.result import Recommendation
+    if "sweep" not in files:
+        return []
+    try:
+        return [Recommendation.from_dict(r) for r in read_json(out_dir / files["sweep"])["recommendations"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 def sweep_recommendations(out_dir: Path, files: dict[str, str]) -> list[str]:
     """One line per target from the sweep's ``sweep.json`` (none when it is missing or unreadable)."""
     from .._io import read_json
@@ -167,10 +179,10 @@ def write_crash_index(out_dir: Path, run_id: str, run_dir: str, error: BaseExcep
                                               f"{display.esc(run_id)}</title></head><body>{body}</body></html>\n")
 
 
-def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary_stage: StageRun | None) -> None:
+def links_table_html(result: BatchResult, run_dir: Path) -> str:
+    """Every report of every target: shared report, with code, notebook; and who placed the ops."""
     from .. import display
     rows, styles = [], []
-    run_dir = out_dir / result.run_dir
     for t in result.targets:
         links = " ".join(
             f"{display.esc(s.stage)}{' (FAILED)' if s.status != 'ok' else ''}: "
@@ -180,30 +192,45 @@ def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary
         _, placement = _stage_results(run_dir, t.target)
         placed_by = display.esc(placement.produced_by) if placement is not None else "-"
         rows.append((display.esc(t.target), status, placed_by, display.esc(t.error or ""), links))
-        styles.append(display.BAD_STYLE if t.status != "ok" else display.GOOD_STYLE)
-    from ..findings import findings_html
-    body = [display.heading(f"npu-workbench batch {result.run_id}", 2),
-            display.paragraph(result.summary()),
-            findings_html(run_findings_of(out_dir, result, summary), title="Findings (all targets)"),
-            display.raw_table(("target", "status", "placement by (compiler, BSP)", "why", "reports"), rows,
-                              row_styles=styles, caption="Targets"),
-            accuracy_table_html(run_dir, summary), fidelity_table_html(run_dir, summary)]
+        styles.append(display.BAD_STYLE if t.status != "ok" else "")
+    return display.raw_table(("target", "status", "placement by (compiler, BSP)", "why", "reports"), rows,
+                             row_styles=styles, caption="Reports per target")
+
+
+def manifests_html(summary: RunSummary) -> str:
+    from .. import display
+    parts = [display.table(("", ""), t.manifest.rows(), caption=f"Run manifest: {t.target}")
+             for t in summary.targets if t.manifest is not None]
+    return "".join(parts) or display.paragraph("no manifest (no stage ran)")
+
+
+def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary_stage: StageRun | None) -> None:
+    """``index.html``: the verdict first, warnings and errors next to it, then accuracy; reports, links,
+    manifests and info findings collapsed below."""
+    from .. import display
+    from ..findings import Findings, findings_html
+    from .verdict import batch_verdict, collapsed
+    run_dir = out_dir / result.run_dir
+    files = sweep_files(out_dir, result) if result.sweep is not None else {}
+    found = run_findings_of(out_dir, result, summary)
+    serious, infos = found.at_least("warning"), Findings(tuple(f for f in found if f.severity == "info"))
+    body = [display.heading(f"npu-workbench batch {result.run_id}", 2), display.paragraph(result.summary()),
+            batch_verdict(out_dir, run_dir, summary, gate=result.gate, sweep_files=files, findings=found)]
+    if serious:
+        body.append(findings_html(serious, title="Warnings and errors (all targets)"))
+    links = [display.link(s.shared_html, "summary report") + " · " + display.link(s.html, "with code")
+             for s in ([summary_stage] if summary_stage is not None else [])]
     if result.sweep is not None:
         s = result.sweep
-        files = sweep_files(out_dir, result)
         state = f" (FAILED: {s.error})" if s.status != "ok" else ""
-        body.append(display.paragraph(f"Sweep across targets{state}:") + display.link(s.shared_html, "sweep report")
-                    + " · " + display.link(s.html, "with code") + " · " + display.link(s.notebook, "notebook")
-                    + "".join(" · " + display.link(rel, Path(rel).name) for rel in files.values()))
-        body += [display.paragraph(line) for line in sweep_recommendations(out_dir, files)]
-    if summary_stage is not None:
-        body.append(display.paragraph("Across targets:") + display.link(summary_stage.shared_html, "summary report")
-                    + " · " + display.link(summary_stage.html, "with code"))
-    body.append(display.link(result.summary_json, "summary.json") + " · "
-                + display.link(result.summary_csv, "summary.csv"))
-    if result.gate is not None:
-        body.append(result.gate._repr_html_())
-    body.append(summary._repr_html_())
+        links.append(f"sweep{display.esc(state)}: " + display.link(s.shared_html, "sweep report") + " · "
+                     + display.link(s.html, "with code") + " · " + display.link(s.notebook, "notebook")
+                     + "".join(" · " + display.link(rel, Path(rel).name) for rel in files.values()))
+    links.append(display.link(result.summary_json, "summary.json") + " · "
+                 + display.link(result.summary_csv, "summary.csv"))
+    body.append(f'<p style="font-family:sans-serif;font-size:12px;margin:2px 0">{" | ".join(links)}</p>')
+    body.append(accuracy_table_html(run_dir, summary))
+    body.append(fidelity_table_html(run_dir, summary))
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -213,6 +240,35 @@ def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary
         plt.close(ax.figure)
     except Exception as exc:  # a plot must not cost the index
         body.append(display.paragraph(f"(no plot: {exc})"))
+    if result.sweep is not None:
+        body.append(collapsed("Sweep recommendations (full text)",
+                              "".join(display.paragraph(line) for line in sweep_recommendations(out_dir, files))))
+    body.append(collapsed(f"Reports of {len(result.targets)} target(s)", links_table_html(result, run_dir)))
+    if infos:
+        body.append(collapsed(f"{len(infos)} info finding(s)", findings_html(infos, title="Info findings")))
+    if result.gate is not None:
+        body.append(collapsed(f"Gate: {result.gate.summary()}", result.gate._repr_html_()))
+    body.append(collapsed("Run manifests (hashes, versions)", manifests_html(summary)))
     scrub = Scrubber(out_dir)
     html = display.page(f"npu-workbench batch {result.run_id}", scrub.text("\n".join(body)))
     atomic_write_text(out_dir / result.index, make_self_contained(html))
+
+
+def refresh_verdicts(out_dir: Path, result: BatchResult, summary: RunSummary) -> int:
+    """The final verdict in every report of the batch (a stage report was exported before later stages ran)."""
+    from .verdict import batch_verdict, refresh_reports, target_verdicts, verdict_html
+    run_dir = out_dir / result.run_dir
+    files = sweep_files(out_dir, result) if result.sweep is not None else {}
+    found = run_findings_of(out_dir, result, summary)
+    scrub = Scrubber(out_dir)
+    everyone = scrub.text(batch_verdict(out_dir, run_dir, summary, gate=result.gate, sweep_files=files,
+                                        findings=found))
+    verdicts = target_verdicts(run_dir, summary, gate=result.gate, findings=found)
+    blocks: dict[str | None, str] = {None: everyone}
+    blocks.update({v.target: scrub.text(verdict_html([v])) for v in verdicts})
+    pages = [p for t in result.targets for s in t.stages for p in (s.html, s.shared_html)]
+    pages += [p for s in (result.sweep,) if s is not None for p in (s.html, s.shared_html)]
+    if result.summary_report:
+        pages.append(result.summary_report)
+        pages.append(result.summary_report.replace(".shared.html", ".html"))
+    return refresh_reports(out_dir, dict.fromkeys(pages), blocks)

@@ -229,7 +229,7 @@ class TimingResult(Result):
         runs = [v / 1000 for v in self.runs_us]
         if not warm and not runs:
             ax.text(0.5, 0.5, "no per-run latencies (the benchmark_model runner reports only "
-                    "aggregates)", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+                    "aggregates)", ha="center", va="center", transform=ax.transAxes, fontsize=10)
             ax.set_axis_off()
             return ax
         x_warm = list(range(1, len(warm) + 1))
@@ -248,8 +248,8 @@ class TimingResult(Result):
         title = self.where
         if self.first_inference_us is not None:
             title += f" — first inference {self.first_inference_us / 1000:.2f} ms (not shown)"
-        ax.set_title(title, fontsize=8)
-        ax.legend(fontsize=7, loc="upper right")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=10, loc="upper right")
         return ax
 
 

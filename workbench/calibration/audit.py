@@ -134,16 +134,16 @@ class CoverageAudit(Result):
         ax.set_yticks(range(len(self.layers)), self.layers)
         for i in range(data.shape[0]):
             for j in range(data.shape[1]):
-                ax.text(j, i, f"{data[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                ax.text(j, i, f"{data[i, j]:.2f}", ha="center", va="center", fontsize=10,
                         color="white" if data[i, j] > 0.6 * top else "black")
                 if data[i, j] >= threshold:
                     ax.add_patch(Rectangle((j - 0.48, i - 0.46), 0.96, 0.92, fill=False, edgecolor="black",
                                            linewidth=1.5))
-        ax.set_title(f"clip rate % ({self.calibration_id}); outlined: at risk (>= {threshold:g}%)", fontsize=9)
+        ax.set_title(f"clip rate % ({self.calibration_id}); outlined: at risk (>= {threshold:g}%)", fontsize=10)
         bar = ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02,
                                  extend="max" if vmax is not None and float(data.max()) > vmax else "neither")
         bar.ax.axhline(threshold, color="black", linewidth=1.5)
-        bar.ax.text(1.6, threshold, "at risk", transform=bar.ax.get_yaxis_transform(), fontsize=7, va="center")
+        bar.ax.text(1.6, threshold, "at risk", transform=bar.ax.get_yaxis_transform(), fontsize=10, va="center")
         return ax
 
     def plot_ranges(self, ax: Any = None) -> Any:
@@ -167,15 +167,15 @@ class CoverageAudit(Result):
         ax.set_yticks(range(len(self.layers)), self.layers)
         ax.invert_yaxis()
         ax.set_xlabel("activation / calibrated range width (grey: calibrated range)")
-        ax.set_title("observed range per condition", fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.set_title("observed range per condition", fontsize=10)
+        ax.legend(fontsize=10, loc="lower right")
         ax.autoscale_view()
         return ax
 
     def figure(self) -> Any:
         """Heatmap and range bars side by side."""
         import matplotlib.pyplot as plt
-        fig, (left, right) = plt.subplots(1, 2, figsize=(14, 0.5 * len(self.layers) + 2))
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.5 * len(self.layers) + 2))
         self.plot(left)
         self.plot_ranges(right)
         fig.tight_layout()

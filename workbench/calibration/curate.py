@@ -171,7 +171,7 @@ class CalibrationSet(Result):
         ax.set_xticks(pos, names, rotation=20)
         ax.set_ylabel("share of samples")
         ax.set_title(f"{self.id}")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=10)
         return ax
 
     def _repr_html_(self) -> str:

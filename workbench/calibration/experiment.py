@@ -148,8 +148,8 @@ class CalibrationExperiment(Result):
         ax.set_xticks(pos, self.conditions, rotation=20)
         ax.set_ylabel("INT8 drop vs FP32 (pp)")
         seeds = "paired-bootstrap CI" if len(self.seeds) == 1 else f"mean of {len(self.seeds)} seeds"
-        ax.set_title(f"{self.recipe}, {self.n} calibration samples ({seeds})", fontsize=9)
-        ax.legend(fontsize=8)
+        ax.set_title(f"{self.recipe}, {self.n} calibration samples ({seeds})", fontsize=10)
+        ax.legend(fontsize=10)
         return ax
 
     def plot_accuracy(self, ax: Any = None) -> Any:
@@ -170,7 +170,7 @@ class CalibrationExperiment(Result):
                 ms=18, mew=2, label="FP32")
         ax.set_xticks(pos, self.conditions, rotation=20)
         ax.set_ylabel("top-1 accuracy (%)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=10)
         return ax
 
     def figure(self) -> Any:

@@ -39,9 +39,9 @@ def plot_accuracy_bars(report: Any, ax: Any = None) -> Any:
     low = min(r.ci_low for r in report.rows) * 100
     ax.set_ylim(max(0.0, low - 10), 100)
     ax.set_title(f"{report.dataset}[{report.split}]: accuracy per condition "
-                 f"({report.confidence:.0%} bootstrap CI)", fontsize=9)
+                 f"({report.confidence:.0%} bootstrap CI)", fontsize=10)
     # the legend sits below the axes, outside the bars and their whiskers
-    ax.legend(fontsize=7, ncol=min(len(models), 4), loc="upper center", bbox_to_anchor=(0.5, -0.22),
+    ax.legend(fontsize=10, ncol=min(len(models), 4), loc="upper center", bbox_to_anchor=(0.5, -0.22),
               frameon=False)
     return ax
 
@@ -60,7 +60,7 @@ def plot_drop_heatmap(report: Any, ax: Any = None) -> Any:
     bound = max(1.0, float(np.abs(values).max()))
     sns.heatmap(values, ax=ax, annot=True, fmt="+.2f", cmap="RdBu_r", center=0.0, vmin=-bound, vmax=bound,
                 xticklabels=models, yticklabels=conds, cbar_kws={"label": "drop vs FP32 (pp)"})
-    ax.set_title("accuracy drop against FP32 (pp, positive = worse)", fontsize=9)
+    ax.set_title("accuracy drop against FP32 (pp, positive = worse)", fontsize=10)
     return ax
 
 
@@ -99,10 +99,10 @@ def plot_confusion(report: Any, model: str, condition: str, ax: Any = None, *, n
     ax = _axes(ax, (0.42 * len(labels) + 2, 0.38 * len(labels) + 1.2))
     sns.heatmap(matrix, ax=ax, annot=len(labels) <= 12, fmt=".2f" if normalize else ".0f", cmap="Blues",
                 vmin=0, vmax=1 if normalize else None, xticklabels=labels, yticklabels=labels, cbar=False,
-                annot_kws={"fontsize": 6})
+                annot_kws={"fontsize": 10})
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
-    ax.set_title(f"{model}, {condition}: top-1 {row.accuracy:.1%}", fontsize=9)
+    ax.set_title(f"{model}, {condition}: top-1 {row.accuracy:.1%}", fontsize=10)
     return ax
 
 

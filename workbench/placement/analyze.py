@@ -215,7 +215,7 @@ class PlacementReport(Result):
         return "".join(parts)
 
     def plot(self, ax=None):
-        """The op sequence as a strip coloured by placement (green NPU, red CPU)."""
+        """The op sequence as a strip coloured by placement (blue NPU, orange CPU)."""
         import matplotlib.pyplot as plt
         if ax is None:
             _, ax = plt.subplots(figsize=(max(4.0, 0.12 * len(self.ops) + 2), 1.2))
@@ -225,11 +225,12 @@ class PlacementReport(Result):
         ax.set_xlabel("op index (execution order)")
         ax.set_xlim(-0.5, max(len(self.ops), 1) - 0.5)
         ax.set_ylim(-0.6, 0.6)
-        ax.set_title(self.summary(), fontsize=8)
+        ax.set_title(self.summary(), fontsize=10)
         return ax
 
 
-PLACEMENT_COLORS = {NPU: "#2e9e44", CPU: "#d62728"}
+#: Okabe-Ito blue and orange: told apart with any colour vision (and in greyscale: dark vs light)
+PLACEMENT_COLORS = {NPU: "#0072B2", CPU: "#E69F00"}
 
 
 def draw_strip(ax, report: PlacementReport, y: float) -> None:

@@ -166,7 +166,7 @@ class PlacementComparison(Result):
         return "".join(parts)
 
     def plot(self, ax=None):
-        """One strip per target: the op sequence coloured by placement (green NPU, red CPU)."""
+        """One strip per target: the op sequence coloured by placement (blue NPU, orange CPU)."""
         import matplotlib.pyplot as plt
         from matplotlib.patches import Patch
 
@@ -183,7 +183,7 @@ class PlacementComparison(Result):
         ax.set_ylim(-len(self.reports) + 0.4, 0.6)
         ax.set_xlabel("op index (execution order)")
         ax.legend(handles=[Patch(color=c, label=p) for p, c in PLACEMENT_COLORS.items()],
-                  loc="upper right", fontsize=7, ncol=2, bbox_to_anchor=(1.0, 1.35))
+                  loc="upper right", fontsize=10, ncol=2, bbox_to_anchor=(1.0, 1.35))
         return ax
 
     def plot_sweep(self, ax=None):
@@ -197,7 +197,7 @@ class PlacementComparison(Result):
         ax.set_xlabel("input height")
         ax.set_ylabel("NPU share of ops")
         ax.set_ylim(0, 1.05)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=10)
         return ax
 
 

@@ -68,11 +68,11 @@ class LayerErrors(Result):
             _, ax = plt.subplots(figsize=(7, 0.3 * max(len(rows), 3) + 1))
         labels = [f"{r.op}: {r.tensor[-40:]}" for r in rows]
         ax.barh(range(len(rows)), [_finite(r.rmse_over_scale) for r in rows], color="#c0504d")
-        ax.set_yticks(range(len(rows)), labels, fontsize=7)
+        ax.set_yticks(range(len(rows)), labels, fontsize=10)
         ax.axvline(1 / np.sqrt(12), color="grey", ls="--", lw=1, label="rounding only (0.29)")
         ax.set_xlabel("RMSE / scale (quantization steps)")
-        ax.set_title(f"Worst layers: {Path(self.model).name} {self.recipe}", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_title(f"Worst layers: {Path(self.model).name} {self.recipe}", fontsize=10)
+        ax.legend(fontsize=10)
         return ax
 
     def _repr_html_(self) -> str:

@@ -172,10 +172,10 @@ def _pareto_axis(ax: Any, cells: list[CellResult], rec: Recommendation | None, *
     if rec is not None and rec.cell is not None and x(rec.cell) is not None:
         ax.scatter([x(rec.cell)], [rec.cell.worst_drop_pp], s=220, facecolors="none", edgecolors="red",
                    linewidths=2, label="recommended")
-    ax.set_xlabel(xlabel, fontsize=8)
-    ax.set_ylabel("worst-condition drop (pp)", fontsize=8)
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=6)
+    ax.set_xlabel(xlabel, fontsize=10)
+    ax.set_ylabel("worst-condition drop (pp)", fontsize=10)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=10)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

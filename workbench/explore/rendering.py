@@ -1,0 +1,117 @@
+"""The explorer's panels as HTML and pictures: accuracy, clipping, placement, history, settings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..placement.analyze import PlacementReport
+from .results import SPLIT, Exploration, HistoryEntry
+
+
+def accuracy_html(result: Exploration) -> str:
+    from .. import display
+    rows = result.accuracy_table()
+    conf = result.accuracy.confidence
+    styles = [display.BAD_STYLE if r.worse_beyond_noise else "" for r in rows]
+    label = display.quantized_label(result.settings.effective_recipe)
+    return display.table(("condition", "n", "FP32", label, f"drop pp [{conf:.0%} CI]"),
+                         [(r.condition, r.n, f"{r.fp32:.2%}", f"{r.int8:.2%}",
+                           display.drop_text(r.drop_pp, r.drop_ci_low, r.drop_ci_high)) for r in rows],
+                         row_styles=styles, caption=f"Top-1 accuracy ({SPLIT} split; {display.DROP_CONVENTION}; "
+                                                    "red: the drop's CI lies above 0)")
+
+
+def audit_note(result: Exploration) -> str:
+    """What the heatmap's ranges are when the calibrator is not min/max (the audit measures min/max ranges)."""
+    from .. import display
+    s = result.settings
+    if s.calibrator == "minmax":
+        return ""
+    return display.paragraph(f"The heatmap measures clipping against the calibration set's min/max ranges; the "
+                             f"{s.calibrator} calibrator of ONNX Runtime may choose narrower ranges, so the "
+                             "quantized model clips at least this much.")
+
+
+def settings_html(result: Exploration) -> str:
+    from .. import display
+    s, q = result.settings, result.quantized
+    rows = [("target", s.target), ("recipe", q.recipe.summary()), ("calibration", result.calibration.summary()),
+            ("conditions", ", ".join(s.conditions) + (f" at severity {s.severity}" if s.severity is not None else "")
+             + f"; CI bootstrap seed {s.bootstrap_seed}"),
+            ("model", Path(result.model).name), (f"{display.quantized_label(q.recipe.name)} sha256", q.sha256),
+            ("quantization", ("cache hit" if q.cache_hit else "quantized now")
+             + (f"; the same model as {result.same_model_as}" if result.same_model_as else "")),
+            ("placement", result.placement.summary() if result.placement is not None else result.placement_error),
+            ("seconds", ", ".join(f"{k} {v:.2f}" for k, v in result.seconds.items()))]
+    return display.table(("", ""), rows, caption="Settings")
+
+
+def error_html(exc: BaseException) -> str:
+    from .. import display
+    return display.alert(f"{type(exc).__name__}: {exc}")
+
+
+# --------------------------------------------------------------------------- history, strip, capture
+
+STYLE = ("<style>.wb-stale{opacity:.35;pointer-events:none;transition:opacity .2s}"
+         ".wb-explorer img{max-width:100%;height:auto}"
+         ".wb-explorer td{overflow-wrap:anywhere}</style>")   # long ids break instead of squeezing other columns
+
+
+
+def history_html(history: Sequence[HistoryEntry], baseline: HistoryEntry | None) -> str:
+    """Every setting tried, newest last, with its worst drop and the change against the pinned baseline."""
+    from .. import display
+    if not history:
+        return ""
+    base = baseline.worst if baseline is not None else None
+    rows, styles = [], []
+    for i, h in enumerate(history, 1):
+        worst = h.worst
+        delta = (f"{worst.drop_pp - base.drop_pp:+.2f}" if worst is not None and base is not None
+                 and worst.drop_pp is not None and base.drop_pp is not None else "")
+        same = next((f"#{j}" for j, e in enumerate(history[:i - 1], 1) if e.sha256 == h.sha256), "")
+        rows.append((f"#{i}" + (" (baseline)" if h is baseline else ""), h.settings.label(), h.sha256[:12]
+                     + (f" = {same}" if same else ""),
+                     f"{worst.drop_pp:+.2f} [{worst.drop_ci_low:+.2f}, {worst.drop_ci_high:+.2f}] "
+                     f"({worst.condition})" if worst else "", delta, h.at_risk, h.placement))
+        styles.append(display.GOOD_STYLE if h is baseline else "")
+    return display.table(("", "setting", "model sha256", "worst drop pp [95% CI]", "vs baseline pp",
+                          "clipping at risk", "placement"), rows, row_styles=styles,
+                         caption="Settings tried (drop = FP32 - quantized, positive = quantized worse; "
+                                 "'= #k': the same model as setting k)")
+
+
+def plot_strip(report: PlacementReport, ax: Any) -> Any:
+    """The placement strip with a legend and each CPU op's index and type under its cell."""
+    from matplotlib.patches import Patch
+
+    from ..placement.analyze import PLACEMENT_COLORS
+    report.plot(ax)
+    cpu = [o for o in report.ops if o.placement != "NPU"]
+    marked = list(report.ops) if len(report.ops) <= 30 else cpu
+    ax.set_xticks([o.index for o in marked], [f"{o.index} {o.type}" for o in marked], rotation=90, fontsize=10)
+    ax.set_xlabel("")
+    ax.legend(handles=[Patch(color=c, label=f"{k} ({sum(o.placement == k for o in report.ops)})")
+                       for k, c in PLACEMENT_COLORS.items()],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=10, frameon=False)
+    return ax
+
+
+def placement_html(result: Exploration) -> str:
+    """Every op that falls back to the CPU, with the constraints it violates (the strip's why)."""
+    from .. import display
+    p = result.placement
+    if p is None:
+        return ""
+    cpu = [o for o in p.ops if o.placement != "NPU"]
+    if not cpu:
+        return display.paragraph(f"every op of the model runs on the NPU of {p.target}.")
+    rows = [(o.index, o.type, display.short_name(o.name, 40),
+             "; ".join(f"{r.constraint}: {r.detail}" for r in o.reasons) or "; ".join(o.notes) or "(no rule named)")
+            for o in cpu]
+    return display.table(("#", "op", "name", "why it runs on the CPU"), rows,
+                         caption=f"CPU fallback on {p.target} ({len(cpu)} of {len(p.ops)} ops)")
+
