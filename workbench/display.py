@@ -83,15 +83,17 @@ def paragraph(text: str) -> str:
     return f'<p style="font-family:sans-serif;font-size:12px;margin:2px 0">{esc(text)}</p>'
 
 
-def figure_png(fig: Any, *, dpi: int = 100) -> bytes:
+def figure_png(fig: Any, *, dpi: int = 100, tight: bool = True) -> bytes:
+    """PNG bytes of ``fig``; ``tight=False`` keeps the figure's own size (one draw instead of two: for a
+    figure laid out already, e.g. with ``layout="constrained"``, drawn at the width it is shown at)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=dpi, **({"bbox_inches": "tight"} if tight else {}))
     return buf.getvalue()
 
 
-def figure_html(fig: Any, *, alt: str = "figure", dpi: int = 100) -> str:
+def figure_html(fig: Any, *, alt: str = "figure", dpi: int = 100, tight: bool = True) -> str:
     """A matplotlib figure as an inline ``<img>`` (base64 PNG, no external file)."""
-    data = base64.b64encode(figure_png(fig, dpi=dpi)).decode("ascii")
+    data = base64.b64encode(figure_png(fig, dpi=dpi, tight=tight)).decode("ascii")
     return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}"/>'
 
 

@@ -116,9 +116,10 @@ class RunManifest(Result):
         return rows
 
     def _repr_html_(self) -> str:
+        """Collapsed: hashes and versions are evidence, not the answer (a click opens the table)."""
         from . import display
-        return (display.heading("Run manifest") + display.paragraph(self.summary())
-                + display.table(("", ""), self.rows()))
+        return (f'<details style="margin:6px 0"><summary style="cursor:pointer;font-size:13px">Run manifest: '
+                f"{display.esc(self.summary())}</summary>{display.table(('', ''), self.rows())}</details>")
 
 
 #: the result type each stage saves: what ``RunFolder.load`` builds (a record never chooses code)

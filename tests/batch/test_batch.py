@@ -304,3 +304,32 @@ def test_rerun_executes_every_notebook(batch, batch_out, tmp_path):
     fresh = run_batch(("imx93",), out=out, run_id="session", progress=False, stages=["placement"], reuse=False,
                       **SMALL)
     assert [s.reused for s in fresh.targets[0].stages] == [False]
+
+
+def test_export_moves_stderr_and_reprs_to_the_run_log_and_keeps_workbench_warnings(tmp_path):
+    """Library output (standard error) and bare reprs leave the report for the run's batch.log; a workbench
+    warning stays once as text; a string a cell ends with shows without its quotes."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["papermill"] = {"parameters": {"run_dir": "runs/r"}}
+    cell = nbformat.v4.new_code_cell("x")
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stderr", text="fully_quantize: 0, inference_type: 6\n"
+                               "WorkbenchWarning: host CPU (not an NPU): still warming up\n"),
+        nbformat.v4.new_output("execute_result", data={"text/plain": "RunFolder('runs/r', target='imx8mp')"},
+                               execution_count=1)]
+    text = nbformat.v4.new_code_cell("y")
+    text.outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": "'calibration set x: 60 samples'"},
+                                           execution_count=2)]
+    nb.cells = [cell, text]
+    folder = tmp_path / "imx8mp"
+    folder.mkdir()
+    path = folder / "n.ipynb"
+    nbformat.write(nb, path)
+    html = export_html(path)
+    assert "fully_quantize" not in html and "RunFolder(" not in html
+    assert html.count("host CPU (not an NPU): still warming up") == 1
+    assert "calibration set x: 60 samples" in html and "&#x27;calibration set" not in html
+    assert "'calibration set" not in html
+    assert "block(s) of library output" in html
+    log = (tmp_path / "runs" / "r" / "batch.log").read_text()
+    assert "fully_quantize" in log and "RunFolder(" in log and "n.ipynb cell 0" in log

@@ -69,3 +69,73 @@ def test_the_summary_report_reads_at_a_glance(batch, batch_out, browser):
     text = browser.find_element("tag name", "body").text
     assert "drop = FP32 - quantized" in text and "positive = quantized worse" in text
     assert re.search(r"\[[+-]\d+\.\d+, [+-]\d+\.\d+\]", text), "the accuracy table shows the drop's CI"
+
+
+#: what a page that scrolls sideways somewhere looks like: the page itself, or an element with a scroll bar
+SIDEWAYS = """
+const out = [];
+if (document.documentElement.scrollWidth > window.innerWidth) out.push(['page', document.documentElement.scrollWidth]);
+for (const el of document.querySelectorAll('body *')) {
+  const cs = getComputedStyle(el);
+  if ((cs.overflowX === 'auto' || cs.overflowX === 'scroll') && el.scrollWidth > el.clientWidth + 2)
+    out.push([el.tagName, el.scrollWidth, (el.innerText || '').slice(0, 60)]);
+}
+return out;"""
+
+
+def _own_pages(batch, batch_out):
+    own = [batch.index, *(name for t in batch.targets for st in t.stages for name in (st.html, st.shared_html))]
+    if batch.summary_report:
+        own += [batch.summary_report, batch.summary_report.replace(".shared.html", ".html")]
+    return sorted(batch_out / name for name in own)
+
+
+def test_no_report_scrolls_sideways_at_1200px_and_figures_are_not_shrunk(batch, batch_out, browser, tmp_path):
+    """At a 1200 px window: no page and no element scrolls sideways; no picture is shown at less than 75% of
+    its size (plot text is >= 10 pt, so >= 10 px on screen at 72-100 dpi only when not scaled down much)."""
+    from workbench import display
+    problems = []
+    pages = _own_pages(batch, batch_out)
+    # a diff of the session run with itself, as `workbench diff` shows it in a notebook (its HTML, on a page)
+    from workbench.diff import diff_runs
+    run = batch_out / batch.run_dir
+    diff_page = tmp_path / "diff.html"
+    diff_page.write_text(display.page("diff", diff_runs(run, run)._repr_html_()))
+    for page in [*pages, diff_page]:
+        browser.get(page.resolve().as_uri())
+        wide = browser.execute_script(SIDEWAYS)
+        if wide:
+            problems.append(f"{page.name}: scrolls sideways: {wide[:3]}")
+        shrunk = browser.execute_script(
+            "return Array.from(document.images).filter(i => i.naturalWidth > 0 && "
+            "i.getBoundingClientRect().width < 0.75 * i.naturalWidth).map(i => [i.alt, i.naturalWidth, "
+            "Math.round(i.getBoundingClientRect().width)]);")
+        if shrunk:
+            problems.append(f"{page.name}: picture(s) shown at < 75% of their size: {shrunk}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_report_opens_with_the_verdict(batch, batch_out, browser):
+    """The verdict is the first thing on every page (within the first screen), one row per target it covers,
+    with the final results (a stage report exported before later stages ran is rewritten at the batch's end)."""
+    problems = []
+    for page in _own_pages(batch, batch_out):
+        browser.get(page.resolve().as_uri())
+        top = browser.execute_script("const v = document.getElementById('verdict'); "
+                                     "return v ? v.getBoundingClientRect().top : null;")
+        name = page.relative_to(batch_out).as_posix()
+        if top is None or top > 200:
+            problems.append(f"{name}: verdict at {top}")
+            continue
+        text = browser.find_element("id", "verdict").text
+        targets = [t.target for t in batch.targets] if "/" not in name or name.startswith("summary/") \
+            else [name.split("/")[0]]
+        for t in targets:
+            if t not in text:
+                problems.append(f"{name}: no verdict row for {t}")
+        for needed in ("worst drop", "NPU 100%", "p50", "recipe auto"):
+            if needed not in text:
+                problems.append(f"{name}: the verdict does not say {needed!r}: {text[:300]!r}")
+        if "As of this report's export" in text:
+            problems.append(f"{name}: the verdict was not refreshed at the end of the batch")
+    assert not problems, "\n".join(problems)

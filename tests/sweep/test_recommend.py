@@ -8,6 +8,8 @@ the CPU on imx93.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from workbench.evaluate.gate import Gate
@@ -105,3 +107,41 @@ def test_every_recommendation_with_an_island_or_float_op_states_a_latency():
 
 def test_short_names():
     assert short_names([STEM, "x"]) == "stem_bn_1/batchnorm/add_1, x"
+
+
+def _timed(recipe, drop, ms, low, high, **kw):
+    return dataclasses.replace(cell(target="imx95", recipe=recipe, drop=drop, latency=ms, **kw),
+                               latency_ci_low=low, latency_ci_high=high)
+
+
+def test_host_cpu_noise_cannot_pick_a_worse_drop():
+    """A 9% host-CPU difference inside the medians' CIs: the better drop wins, in any order of the cells."""
+    fast_worse = _timed("a8w8_pt", 0.80, 0.140, 0.120, 0.170)
+    slow_better = _timed("a8w8_pc", 0.30, 0.153, 0.130, 0.180)
+    for cells in ([fast_worse, slow_better], [slow_better, fast_worse]):
+        assert recommend("imx95", cells, GATE).cell is slow_better
+    # no CI measured (a cell cached before CIs): host-CPU latency does not decide at all
+    a = dataclasses.replace(fast_worse, latency_ci_low=None, latency_ci_high=None)
+    b = dataclasses.replace(slow_better, latency_ci_low=None, latency_ci_high=None)
+    assert recommend("imx95", [a, b], GATE).cell is b
+
+
+def test_host_cpu_latency_decides_beyond_its_ci():
+    fast = _timed("a8w8_pt", 0.80, 0.100, 0.095, 0.105)
+    slow = _timed("a8w8_pc", 0.30, 0.153, 0.140, 0.170)
+    assert recommend("imx95", [slow, fast], GATE).cell is fast
+
+
+def test_ties_prefer_the_better_drop_then_fewer_islands_in_any_order():
+    a = _timed("a8w8_pt", 0.50, 0.150, 0.14, 0.16, islands=1)
+    b = _timed("a8w8_pc", 0.50, 0.150, 0.14, 0.16, islands=0)
+    c = _timed("a16w8_pc", 0.70, 0.150, 0.14, 0.16, islands=0)
+    import itertools
+    picks = {recommend("imx95", list(order), GATE).cell.cell.recipe for order in itertools.permutations([a, b, c])}
+    assert picks == {"a8w8_pc"}
+
+
+def test_median_ci_brackets_the_median_with_order_statistics():
+    from workbench.sweep.cell import median_ci
+    median, low, high = median_ci(list(range(1, 51)))
+    assert median == 25.5 and (low, high) == (18.0, 33.0)      # ranks 18 and 33 of 50: the binomial 95% CI

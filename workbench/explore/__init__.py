@@ -76,7 +76,8 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
         have no severity.
     bootstrap_seed : the seed of the paired bootstrap behind the accuracy CIs.
     auto_update : recompute when a widget changes (False: call ``update()`` yourself).
-    compute : compute the first view now, so the panels are filled when displayed.
+    compute : compute the first view: now, or in a Jupyter kernel when the explorer is displayed (the
+        widgets appear at once and the status line shows each step and the time it has taken).
     debounce : seconds a knob must rest before a kernel recomputes (a burst of changes computes once).
     """
     from ..data.loaders import load_dataset
@@ -97,7 +98,19 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
                                 backend=backend, calibrator=calibrator, severity=severity,
                                 bootstrap_seed=bootstrap_seed)
     ex = Explorer(model, data, settings, auto_update=auto_update, debounce=debounce)
-    if compute:
+    if compute and _in_kernel():
+        ex.first_view_pending = True       # computed when displayed, with its progress on screen
+    elif compute:
         ex.update()
     return ex
+
+
+def _in_kernel() -> bool:
+    """True in a Jupyter kernel (where showing the widgets first lets the first view report its progress)."""
+    import sys
+    if "ipykernel" not in sys.modules:
+        return False
+    from IPython import get_ipython
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
 

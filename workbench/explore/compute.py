@@ -63,6 +63,13 @@ class ExplorerEngine:
     def settings(self) -> ExplorerSettings:      # the widgets' settings (Explorer overrides it)
         raise NotImplementedError
 
+    #: the steps of one compute, in order (the progress line counts them)
+    STEPS = ("calibration", "quantize", "audit", "accuracy", "placement")
+
+    def on_step(self, name: str, number: int, started: float) -> None:
+        """Called when a step starts (``number`` of ``len(STEPS)``; ``started``: ``time.perf_counter()``).
+        The widgets show it; here it does nothing."""
+
     def check(self, settings: ExplorerSettings) -> ExplorerSettings:
         """Validate ``settings`` against the targets, recipes and this dataset."""
         check_choice("target", settings.target, TARGET_IDS, error=TargetError)
@@ -146,6 +153,7 @@ class ExplorerEngine:
         """Run one step (or take it from the in-memory memo under ``key``), timing it and keeping
         the warnings it raised: they are re-issued and listed in the result every time."""
         start = time.perf_counter()
+        self.on_step(name, len(run.seconds) + 1, start)
         if key is not None and key in self._memo:
             value, caught = self._memo[key]
         else:

@@ -115,3 +115,63 @@ def placement_html(result: Exploration) -> str:
     return display.table(("#", "op", "name", "why it runs on the CPU"), rows,
                          caption=f"CPU fallback on {p.target} ({len(cpu)} of {len(p.ops)} ops)")
 
+
+
+#: inches at 100 dpi: the width a panel is shown at in JupyterLab at a 1200 px window with the file browser
+#: open (~760 px), so the picture is not scaled down and 10-pt text stays >= 10 px on screen
+DISPLAY_WIDTH = 7.5
+
+
+def render_panels(result: Exploration, baseline: HistoryEntry | None = None) -> tuple[str, str, str, str]:
+    """The findings, accuracy, clipping and placement panels of ``result`` as HTML (figures inline).
+
+    Figures are drawn at the width they are shown at with a constrained layout and saved once (no tight
+    bounding box: that draws twice); the pinned ``baseline``'s quantized accuracy is drawn on the bars."""
+    import matplotlib.pyplot as plt
+
+    from .. import display
+    from ..findings import findings_html
+    findings = findings_html(result.findings(), title=f"Findings on {result.settings.target}")
+    fig, ax = plt.subplots(figsize=(DISPLAY_WIDTH, 3.6), layout="constrained")
+    result.plot_accuracy(ax)
+    if baseline is not None and baseline.settings != result.settings:
+        draw_baseline(ax, result, baseline)
+    accuracy = display.figure_html(fig, alt="accuracy per condition", tight=False) + accuracy_html(result)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(DISPLAY_WIDTH, 0.4 * len(result.audit.layers) + 2.0), layout="constrained")
+    from .results import HEATMAP_VMAX
+    result.audit.plot(ax, vmax=HEATMAP_VMAX)
+    audit = display.figure_html(fig, alt="clipping heatmap", tight=False) + audit_note(result)
+    plt.close(fig)
+    if result.placement is not None:
+        fig, ax = plt.subplots(figsize=(DISPLAY_WIDTH, 2.6), layout="constrained")
+        plot_strip(result.placement, ax)
+        placement = display.figure_html(fig, alt="placement strip", tight=False) + placement_html(result)
+        plt.close(fig)
+    else:
+        placement = display.alert(result.placement_error)
+    return findings, accuracy, audit, placement
+
+
+def draw_baseline(ax: Any, result: Exploration, baseline: HistoryEntry) -> None:
+    """The baseline's quantized accuracy per condition as black diamonds on the quantized bars."""
+    conditions = list(result.accuracy.conditions)
+    by = {r.condition: r for r in baseline.drops}
+    models = len(result.accuracy.models)
+    offset = (models - 1 - (models - 1) / 2) * 0.8 / models        # the last (quantized) bar of each group
+    points = [(i + offset, 100 * value) for i, c in enumerate(conditions)
+              if c in by and (value := by[c].int8) is not None]
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    if xs:
+        ax.scatter(xs, ys, marker="D", s=30, color="black", zorder=4, label="pinned baseline (quantized)")
+        ax.legend(fontsize=10, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+
+
+def cli_html(text: str, sha256: str) -> str:
+    """The CLI commands of a setting with the sha256 they reproduce and a copy button (no kernel needed)."""
+    from .. import display
+    data = display.esc(text)
+    return (f'<div style="font-size:12px"><b>Same from a shell</b> (writes the same file: sha256 '
+            f'<code>{display.esc(sha256[:16])}</code>...) '
+            f'<button onclick="navigator.clipboard.writeText(this.parentElement.querySelector(\'pre\').innerText)">'
+            f'copy</button><pre style="white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0">{data}</pre></div>')

@@ -13,14 +13,12 @@ from ..quantize.recipe import BACKENDS, RECIPES
 from ..targets import TARGET_IDS
 from .capture import _running_loop
 from .compute import ExplorerEngine
-from .rendering import STYLE, accuracy_html, audit_note, error_html, history_html, placement_html, plot_strip
+from .rendering import STYLE, cli_html, error_html, history_html, render_panels
 from .results import (
     AUTO,
     BACKEND_LABELS,
     BUILT_IN_SEVERITY,
     CALIBRATOR_LABELS,
-    FIGURE_WIDTH,
-    HEATMAP_VMAX,
     PANEL_WIDTH,
     RECIPE_LABELS,
     SEVERITIES,
@@ -55,6 +53,8 @@ class Explorer(ExplorerEngine):
         self.baseline: HistoryEntry | None = None
         self._held = 0
         self._pending = False
+        self._panel_cache: dict[tuple, tuple[str, str, str, str]] = {}
+        self.first_view_pending = False
         self._timer: Any = None
 
         self.target = w.ToggleButtons(options=TARGET_IDS, value=settings.target, description="target",
@@ -89,7 +89,8 @@ class Explorer(ExplorerEngine):
         self.cli = w.Textarea(description="CLI", disabled=False, rows=4,
                               layout=w.Layout(width="99%"),     # 100% plus the widget's margin scrolls sideways
                               tooltip="the same setting from a shell: select all and copy")
-        self.status = w.HTML()
+        self.status = w.HTML(value="<p style=\"font-size:12px\">starting: the first view computes when shown</p>")
+        self.cli_copy = w.HTML()
         self.message = w.HTML()
         self.findings_panel = w.HTML()
         self.accuracy_panel = w.HTML()
@@ -117,6 +118,7 @@ class Explorer(ExplorerEngine):
             self.audit_panel,
             self.placement_panel,
             self.history_panel,
+            self.cli_copy,
             self.cli,
         ], layout=column)
         self.widget.add_class("wb-explorer")
@@ -158,7 +160,7 @@ class Explorer(ExplorerEngine):
             self._held -= 1
         if self._held == 0 and self._pending:
             self._pending = False
-
+            self._observed_update()
 
     def update(self) -> Exploration:
         """Compute the widgets' settings and redraw the panels.  Errors propagate (and show in ``status``).
@@ -257,37 +259,47 @@ class Explorer(ExplorerEngine):
 
     # -- drawing ---------------------------------------------------------------------------
     def _render(self, result: Exploration) -> None:
-        import matplotlib.pyplot as plt
-
         from .. import display
-        from ..findings import findings_html
-        self.status.value = (display.paragraph(result.summary())
+        self.status.value = (display.paragraph(result.summary() + self._timing_text(result))
                              + "".join(display.paragraph(f"warning: {w}") for w in result.warnings))
         self.message.value = (display.alert(f"same activation ranges as {result.same_model_as}: identical model "
                                             f"(sha256 {result.quantized.sha256[:12]}); this knob changed nothing")
                               if result.same_model_as else "")
-        self.findings_panel.value = findings_html(result.findings(), title=f"Findings on {result.settings.target}")
-        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.4))
-        result.plot_accuracy(ax)
-        self.accuracy_panel.value = display.figure_html(fig, alt="accuracy per condition") + accuracy_html(result)
-        plt.close(fig)
-        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 0.4 * len(result.audit.layers) + 1.8))
-        result.audit.plot(ax, vmax=HEATMAP_VMAX)
-        self.audit_panel.value = display.figure_html(fig, alt="clipping heatmap") + audit_note(result)
-        plt.close(fig)
-        if result.placement is not None:
-            fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 1.9))
-            plot_strip(result.placement, ax)
-            self.placement_panel.value = display.figure_html(fig, alt="placement strip") + placement_html(result)
-            plt.close(fig)
-        else:
-            self.placement_panel.value = display.alert(result.placement_error)
+        base = self.baseline
+        key = (result.settings, result.quantized.sha256, base.settings if base is not None else None)
+        panels = self._panel_cache.get(key)
+        if panels is None:                    # a seen setting redraws from here, without matplotlib
+            panels = render_panels(result, base)
+            self._panel_cache[key] = panels
+        (self.findings_panel.value, self.accuracy_panel.value, self.audit_panel.value,
+         self.placement_panel.value) = panels
         self.history_panel.value = history_html(self.history, self.baseline)
-        self.cli.value = result.settings.cli_commands(model=self._cli_model(), dataset=self.dataset.name)
+        text = result.settings.cli_commands(model=self._cli_model(), dataset=self.dataset.name)
+        self.cli.value = text
+        self.cli_copy.value = cli_html(text, result.quantized.sha256)
+
+    def _timing_text(self, result: Exploration) -> str:
+        total = sum(result.seconds.values())
+        return f" ({total:.1f} s: " + ", ".join(f"{k} {v:.1f}" for k, v in result.seconds.items()) + ")"
+
+    def on_step(self, name: str, number: int, started: float) -> None:
+        """The status line while a setting computes: which step of how many, and the time since the start."""
+        import time
+
+        from .. import display
+        if number == 1:
+            self._compute_started = started
+        elapsed = time.perf_counter() - getattr(self, "_compute_started", started)
+        self.status.value = display.paragraph(f"computing: step {number}/{len(self.STEPS)} {name} ... "
+                                              f"{elapsed:.1f} s so far")
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
         display(self.widget)
+        if self.first_view_pending:           # shown first, computed next: the status line says what runs
+            self.first_view_pending = False
+            with contextlib.suppress(WorkbenchError):
+                self.update()
 
     def __repr__(self) -> str:
         return f"Explorer({self.settings.summary()}; {self.updates} update(s))"

@@ -81,7 +81,8 @@ def _quantize(args: argparse.Namespace) -> int:
     if model == "reference":
         from ..models.reference import reference_model
         ref = reference_model()
-        model = ref.onnx if recipe.backend == "onnx" else ref.saved_model
+        # the .keras file the batch (RunFolder.source_model) and the explorer quantize: the same bytes
+        model = ref.onnx if recipe.backend == "onnx" else ref.keras
     dataset = load_dataset(args.data)
     if isinstance(args.calibration, str):          # a curated set: its sample ids refer to DATASET
         from ..calibration.curate import CalibrationSet

@@ -76,6 +76,8 @@ class CellResult(Result):
     latency_kind: str = ""
     latency_label: str = ""
     host_cpu_ms: float | None = None
+    latency_ci_low: float | None = None     # host CPU: the median's 95% CI (order statistics of the timed runs)
+    latency_ci_high: float | None = None
     model_sha256: str = ""
     model_path: str = ""
     calibration_hash: str = ""
@@ -224,7 +226,7 @@ def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any, model_s
                                      drop_pp=row.drop_pp, drop_ci_low=row.drop_ci_low, drop_ci_high=row.drop_ci_high,
                                      n=row.n))
     worst = max(scores, key=lambda s: s.drop_pp)
-    host_ms = host_cpu_latency(qm.path) if spec.time_host_cpu else None
+    host_ms, host_low, host_high = host_cpu_latency_ci(qm.path) if spec.time_host_cpu else (None, None, None)
     if placement.estimated_latency_ms is not None:
         latency, kind = placement.estimated_latency_ms, LatencySource.VELA.value
         version = placement.authority.split()[-1] if placement.authority.startswith("vela ") else None
@@ -233,6 +235,7 @@ def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any, model_s
         latency, kind, label = host_ms, LatencySource.HOST_CPU.value, latency_label(LatencySource.HOST_CPU)
     else:
         latency, kind, label = None, "", ""
+    ci = (host_low, host_high) if kind == LatencySource.HOST_CPU.value else (None, None)
     return CellResult(
         cell=cell, ok=True, scores=tuple(scores), worst_condition=worst.condition, worst_drop_pp=worst.drop_pp,
         npu_ops=placement.npu_ops, total_ops=len(placement.ops), npu_share=placement.npu_share,
@@ -240,12 +243,33 @@ def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any, model_s
         cpu_islands=placement.n_cpu_islands, placement_label=placement.label, latency_ms=latency,
         float_npu_ops=tuple(f"#{o.index} {o.type}" for o in placement.ops
                             if o.index in set(placement.non_integer_ops) and o.placement != "CPU"),
-        latency_kind=kind, latency_label=label, host_cpu_ms=host_ms, model_sha256=qm.sha256, model_path=qm.path,
+        latency_kind=kind, latency_label=label, host_cpu_ms=host_ms, latency_ci_low=ci[0], latency_ci_high=ci[1],
+        model_sha256=qm.sha256, model_path=qm.path,
         calibration_hash=qm.calibration_hash, recipe_summary=qm.recipe.summary())
 
 
 def host_cpu_latency(model: str, *, runs: int = HOST_RUNS, warmup: int = HOST_WARMUP) -> float:
     """Median single-thread latency (ms) of ``model`` on this machine's CPU (LiteRT, XNNPACK off)."""
+    return host_cpu_latency_ci(model, runs=runs, warmup=warmup)[0]
+
+
+def median_ci(times: Any, confidence: float = 0.95) -> tuple[float, float, float]:
+    """The median of ``times`` and its distribution-free CI: the order statistics whose ranks a binomial
+    (n, 1/2) puts around the middle (no assumption on the shape of the timing distribution)."""
+    import math
+    values = np.sort(np.asarray(times, dtype=float))
+    n = len(values)
+    # the largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: ranks k and n - k + 1 (1-based)
+    k, cumulative = 0, 0.0
+    while k < n and cumulative + math.comb(n, k) / 2 ** n <= (1 - confidence) / 2:
+        cumulative += math.comb(n, k) / 2 ** n
+        k += 1
+    low, high = max(k - 1, 0), min(n - k, n - 1)
+    return float(np.median(values)), float(values[low]), float(values[high])
+
+
+def host_cpu_latency_ci(model: str, *, runs: int = HOST_RUNS, warmup: int = HOST_WARMUP) -> tuple[float, float, float]:
+    """Median single-thread latency (ms) of ``model`` on this machine's CPU and its 95% CI (ms)."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     interp = Interpreter(model_path=str(model), num_threads=1,
                          experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
@@ -264,5 +288,5 @@ def host_cpu_latency(model: str, *, runs: int = HOST_RUNS, warmup: int = HOST_WA
     for _ in range(runs):
         t0 = time.perf_counter()
         interp.invoke()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times) * 1000.0)
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return median_ci(times)

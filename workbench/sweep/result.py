@@ -1,11 +1,14 @@
 """The result of a sweep: the table, the Pareto fronts and the recommendation per target.
 
 The recommendation rule, stated once (:func:`recommend`): among a target's cells that
-ran and pass the gate, take the one with the lowest latency; latencies within 5% of
-each other count as equal and the smaller worst-condition drop wins, then the higher
-NPU op share, then fewer CPU islands, then fewer ops kept in float.  Latencies of one
-target share one kind (Vela estimate on imx93, host CPU elsewhere unless a board timed
-it), so they are compared only within a target.
+ran and pass the gate, keep those no other cell is faster than beyond noise, then take the
+smallest worst-condition drop, then fewer CPU islands, then the higher NPU op share, then
+fewer ops kept in float (then the cell's label: the same cells give the same pick in any
+order, locally, on a scheduler, on a rerun).  "Faster beyond noise": a host-CPU latency only
+when the two medians' 95% CIs do not overlap (a cell without a CI: host CPU does not decide);
+a Vela estimate or a board latency by more than 5%.  Latencies of one target share one kind
+(Vela estimate on imx93, host CPU elsewhere unless a board timed it), so they are compared
+only within a target.
 
 A recommendation never adds a CPU island without stating its latency cost
 (:func:`island_cost`): when the chosen cell keeps ops in float, it is compared with the
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._results import Result
+from ..vocab import LatencySource
 from .cell import CellResult
 from .plan import SweepSpec
 
@@ -107,9 +111,9 @@ class SweepResult(Result):
         line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
         out = [self.summary().split(";")[0], "", line(self.HEADERS)]
         out += [line(r) for r in rows]
-        out += ["", "* recommended. Recommendation per target (rule: lowest latency among cells passing the gate; "
-                "latencies within 5% tie, then smaller worst drop, then higher NPU share, fewer CPU islands, "
-                "fewer float ops):"]
+        out += ["", "* recommended. Recommendation per target (rule: among cells passing the gate, those no cell "
+                "is faster than beyond noise (host CPU: the medians' 95% CIs apart; Vela/board: > 5%), then "
+                "smaller worst drop, fewer CPU islands, higher NPU share, fewer float ops):"]
         out += [f"  {r.summary()}" for r in self.recommendations]
         for c in self.failed:
             out.append(f"  failed: {c.cell.label}: {c.error.splitlines()[0] if c.error else ''}")
@@ -209,6 +213,19 @@ def gate_violations(c: CellResult, gate: dict[str, Any]) -> list[str]:
     return out
 
 
+def faster_beyond_noise(a: CellResult, b: CellResult) -> bool:
+    """Whether ``a``'s latency is below ``b``'s by more than its noise (the rule in the module docstring)."""
+    if a.latency_ms is None:
+        return False
+    if b.latency_ms is None:
+        return True
+    if LatencySource.HOST_CPU.value in (a.latency_kind, b.latency_kind):
+        if a.latency_ci_high is None or b.latency_ci_low is None:
+            return False                      # no measured CI: host-CPU noise must not decide
+        return a.latency_ci_high < b.latency_ci_low
+    return a.latency_ms * (1 + LATENCY_TIE) < b.latency_ms
+
+
 def recommend(target: str, cells: list[CellResult], gate: dict[str, Any]) -> Recommendation:
     """The recommended cell of ``target`` under ``gate`` (rule in the module docstring)."""
     ran = [c for c in cells if c.ok]
@@ -222,15 +239,15 @@ def recommend(target: str, cells: list[CellResult], gate: dict[str, Any]) -> Rec
 
     def share(c: CellResult) -> float:
         return c.npu_share or 0.0      # set on every cell that ran
-    fastest = min(lat(c) for c in pool)
-    near = [c for c in pool if lat(c) <= fastest * (1 + LATENCY_TIE)] if math.isfinite(fastest) else pool
+    near = [c for c in pool if not any(faster_beyond_noise(o, c) for o in pool)]
     if not passing:     # nothing passes: the closest cell (smallest number of violations, then drop)
-        best = min(ran, key=lambda c: (len(gate_violations(c, gate)), c.worst_drop_pp, lat(c)))
+        best = min(ran, key=lambda c: (len(gate_violations(c, gate)), c.worst_drop_pp, lat(c), c.cell.label))
         viol = tuple(gate_violations(best, gate))
         return Recommendation(target=target, cell=best, passed_gate=False, violations=viol,
                               reason=f"no cell passes the gate; closest {_describe(best)}; fails: {'; '.join(viol)}",
                               island_cost=island_cost(best, ran))
-    best = min(near, key=lambda c: (c.worst_drop_pp, -share(c), c.cpu_islands, len(c.cell.exclude), lat(c)))
+    best = min(near, key=lambda c: (c.worst_drop_pp, c.cpu_islands, -share(c), len(c.cell.exclude), lat(c),
+                                    c.cell.label))
     return Recommendation(target=target, cell=best, passed_gate=True, reason=f"{_describe(best)} (passes the gate)",
                           island_cost=island_cost(best, ran))
 
