@@ -38,7 +38,8 @@ class _Once:
     any other warning to the log."""
 
     def __init__(self, terminal: Any, log: Any) -> None:
-        self.terminal, self.log, self.seen = terminal, log, set()
+        self.terminal, self.log = terminal, log
+        self.seen: set[str] = set()
 
     def __call__(self, message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
                  line: str | None = None) -> None:
@@ -64,7 +65,7 @@ def quiet_libraries(command: str) -> Any:
     import warnings
 
     @contextlib.contextmanager
-    def _quiet():   # noqa: ANN202
+    def _quiet() -> Any:
         if command in LOUD_COMMANDS or os.environ.get("WORKBENCH_VERBOSE") == "1":
             yield None
             return

@@ -204,6 +204,40 @@ def manifests_html(summary: RunSummary) -> str:
     return "".join(parts) or display.paragraph("no manifest (no stage ran)")
 
 
+def model_graph_html(run_dir: Path, summary: RunSummary) -> str:
+    """The INT8 graph with every target's placement and SQNR per op (empty when no target was placed)."""
+    from .. import display
+    from ..placement.graph import activation_sqnr, model_graph
+    placements: dict[str, Any] = {}
+    sqnr: dict[str, dict[int, float]] = {}
+    first = None
+    for t in summary.targets:
+        _, placement = _stage_results(run_dir, t.target)
+        if placement is None:
+            continue
+        path = Path(placement.model)
+        path = path if path.is_absolute() else run_dir.parent.parent / path
+        placements[t.target] = placement
+        first = first or path
+        try:
+            from ..runs import RunFolder
+            m = t.manifest
+            folder = RunFolder(run_dir, target=t.target, model=m.model if m else "reference",
+                               dataset=m.dataset if m else "digits-conditions")
+            sqnr[t.target] = activation_sqnr(folder.fp32_baseline, path, folder.data.select(split="test").x)
+        except (WorkbenchError, OSError, ValueError, KeyError):
+            sqnr[t.target] = {}          # the graph still shows where each op runs
+    if first is None:
+        return ""
+    try:
+        graph = model_graph(first, placements, sqnr=sqnr)
+    except (WorkbenchError, OSError, ValueError) as exc:
+        return display.paragraph(f"(no model graph: {exc})")
+    return graph._repr_html_() + display.paragraph(
+        "SQNR: each op's output of the target's INT8 model against the FP32 model on up to 64 test images "
+        "(error accumulated from the input; 'exact': identical values). Hover an op for its name and reasons.")
+
+
 def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary_stage: StageRun | None) -> None:
     """``index.html``: the verdict first, warnings and errors next to it, then accuracy; reports, links,
     manifests and info findings collapsed below."""
@@ -240,6 +274,7 @@ def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary
         plt.close(ax.figure)
     except Exception as exc:  # a plot must not cost the index
         body.append(display.paragraph(f"(no plot: {exc})"))
+    body.append(model_graph_html(run_dir, summary))
     if result.sweep is not None:
         body.append(collapsed("Sweep recommendations (full text)",
                               "".join(display.paragraph(line) for line in sweep_recommendations(out_dir, files))))

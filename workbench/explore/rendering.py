@@ -122,7 +122,8 @@ def placement_html(result: Exploration) -> str:
 DISPLAY_WIDTH = 7.5
 
 
-def render_panels(result: Exploration, baseline: HistoryEntry | None = None) -> tuple[str, str, str, str]:
+def render_panels(result: Exploration, baseline: HistoryEntry | None = None, *,
+                  fp32_tflite: str | None = None, samples: Any = None) -> tuple[str, str, str, str]:
     """The findings, accuracy, clipping and placement panels of ``result`` as HTML (figures inline).
 
     Figures are drawn at the width they are shown at with a constrained layout and saved once (no tight
@@ -146,7 +147,8 @@ def render_panels(result: Exploration, baseline: HistoryEntry | None = None) -> 
     if result.placement is not None:
         fig, ax = plt.subplots(figsize=(DISPLAY_WIDTH, 2.6), layout="constrained")
         plot_strip(result.placement, ax)
-        placement = display.figure_html(fig, alt="placement strip", tight=False) + placement_html(result)
+        placement = (display.figure_html(fig, alt="placement strip", tight=False) + placement_html(result)
+                     + graph_html(result, fp32_tflite, samples))
         plt.close(fig)
     else:
         placement = display.alert(result.placement_error)
@@ -175,3 +177,22 @@ def cli_html(text: str, sha256: str) -> str:
             f'<code>{display.esc(sha256[:16])}</code>...) '
             f'<button onclick="navigator.clipboard.writeText(this.parentElement.querySelector(\'pre\').innerText)">'
             f'copy</button><pre style="white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0">{data}</pre></div>')
+
+
+def graph_html(result: Exploration, fp32_tflite: str | None, samples: Any = None) -> str:
+    """The INT8 graph of this setting: each op coloured by placement, with its SQNR against the FP32
+    ``.tflite`` when there is one (the reference model's), collapsed under the strip."""
+    from ..errors import WorkbenchError
+    from ..placement.graph import activation_sqnr, model_graph
+    p = result.placement
+    if p is None:
+        return ""
+    try:
+        sqnr = (activation_sqnr(fp32_tflite, result.quantized.path, samples)
+                if fp32_tflite and samples is not None else {})
+        graph = model_graph(result.quantized.path, {p.target: p}, sqnr={p.target: sqnr})
+    except (WorkbenchError, OSError, ValueError) as exc:
+        from .. import display
+        return display.paragraph(f"(no model graph: {exc})")
+    return (f'<details open><summary style="cursor:pointer">Model graph: {len(graph.ops)} ops, '
+            f"placement and SQNR per op</summary>{graph.to_svg(max_width=740)}</details>")

@@ -22,6 +22,7 @@ from .results import (
     PANEL_WIDTH,
     RECIPE_LABELS,
     SEVERITIES,
+    SPLIT,
     Exploration,
     ExplorerSettings,
     HistoryEntry,
@@ -269,7 +270,9 @@ class Explorer(ExplorerEngine):
         key = (result.settings, result.quantized.sha256, base.settings if base is not None else None)
         panels = self._panel_cache.get(key)
         if panels is None:                    # a seen setting redraws from here, without matplotlib
-            panels = render_panels(result, base)
+            fp32 = getattr(self.model, "tflite", None)      # the reference model's FP32 .tflite, if any
+            samples = self.data(result.settings).select(split=SPLIT).x if fp32 else None
+            panels = render_panels(result, base, fp32_tflite=str(fp32) if fp32 else None, samples=samples)
             self._panel_cache[key] = panels
         (self.findings_panel.value, self.accuracy_panel.value, self.audit_panel.value,
          self.placement_panel.value) = panels

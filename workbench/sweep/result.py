@@ -140,7 +140,7 @@ class SweepResult(Result):
         import matplotlib.pyplot as plt
         targets = list(self.spec.targets)
         if axes is None:
-            fig, axes = plt.subplots(2, len(targets), figsize=(4.2 * len(targets), 7), squeeze=False)
+            fig, axes = plt.subplots(2, len(targets), figsize=(min(3.6 * len(targets), 10.8), 7), squeeze=False)
         else:
             fig = axes[0][0].figure
         for j, t in enumerate(targets):
