@@ -45,6 +45,29 @@ def test_every_stage_notebook_executes(batch, batch_out):
     assert (batch_out / "summary" / "90_summary.ipynb").is_file()
 
 
+def test_every_report_opens_with_the_final_verdict(batch, batch_out):
+    """index.html and every stage and summary report: the verdict block first in <body>, one row per target
+    it covers, with the final results (a report exported before later stages ran was rewritten at the end)."""
+    from workbench.batch.verdict import END, START
+    pages = [batch.index, *(n for t in batch.targets for st in t.stages for n in (st.html, st.shared_html)),
+             batch.summary_report]
+    for name in pages:
+        html = (batch_out / name).read_text()
+        body = html[html.index("<body>") + len("<body>"):]
+        assert body.index(START) <= body.index("<table"), name        # before any other table
+        block = _visible(html[html.index(START):html.index(END)])
+        covered = [name.split("/")[0]] if name.split("/")[0] in TARGETS else list(TARGETS)
+        for t in covered:
+            assert t in block, (name, t)
+        for needed in ("worst drop", "pp [", "NPU 100%", "p50", "ms (host CPU", "recipe auto"):
+            assert needed in block, (name, needed, block[:400])
+        assert "As of this report" not in block, name
+    # the first screen of index.html: the verdict before any link, findings list or manifest
+    index = (batch_out / batch.index).read_text()
+    assert index.index(START) < index.index("href=") and index.index(START) < index.index("Run manifest")
+    assert index.count("Accuracy per condition and target") == 1
+
+
 def test_results_land_in_the_run_folder(batch, batch_out):
     for target in TARGETS:
         run = RunFolder(batch_out / "runs" / "session", target=target)

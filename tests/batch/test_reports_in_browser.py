@@ -116,26 +116,15 @@ def test_no_report_scrolls_sideways_at_1200px_and_figures_are_not_shrunk(batch, 
 
 
 def test_every_report_opens_with_the_verdict(batch, batch_out, browser):
-    """The verdict is the first thing on every page (within the first screen), one row per target it covers,
-    with the final results (a stage report exported before later stages ran is rewritten at the batch's end)."""
+    """The verdict is the first thing on every page, within the first screen at 1200 x 900 (its content is
+    checked in test_batch.py, before other tests write more batches into the same folder)."""
     problems = []
     for page in _own_pages(batch, batch_out):
         browser.get(page.resolve().as_uri())
         top = browser.execute_script("const v = document.getElementById('verdict'); "
                                      "return v ? v.getBoundingClientRect().top : null;")
-        name = page.relative_to(batch_out).as_posix()
         if top is None or top > 200:
-            problems.append(f"{name}: verdict at {top}")
-            continue
-        text = browser.find_element("id", "verdict").text
-        targets = [t.target for t in batch.targets] if "/" not in name or name.startswith("summary/") \
-            else [name.split("/")[0]]
-        for t in targets:
-            if t not in text:
-                problems.append(f"{name}: no verdict row for {t}")
-        for needed in ("worst drop", "NPU 100%", "p50", "recipe auto"):
-            if needed not in text:
-                problems.append(f"{name}: the verdict does not say {needed!r}: {text[:300]!r}")
-        if "As of this report's export" in text:
-            problems.append(f"{name}: the verdict was not refreshed at the end of the batch")
+            problems.append(f"{page.relative_to(batch_out).as_posix()}: verdict at {top}")
+        elif "recipe (why)" not in browser.find_element("id", "verdict").text:
+            problems.append(f"{page.relative_to(batch_out).as_posix()}: the verdict has no table")
     assert not problems, "\n".join(problems)
