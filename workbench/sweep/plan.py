@@ -76,6 +76,15 @@ class SweepSpec(Result):
     time_host_cpu: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def command(self) -> str:
+        """The ``workbench sweep`` command line that runs this spec (the sweep report states it)."""
+        import shlex
+        return " ".join(["workbench sweep", "--model", shlex.quote(self.model), "--data", shlex.quote(self.dataset),
+                         "--targets", ",".join(self.targets), "--recipes", ",".join(self.recipes),
+                         "--strategies", ",".join(self.strategies), "--sizes", ",".join(map(str, self.sizes)),
+                         "--exclusions", ",".join(self.exclusions)]
+                        + (["--no-vela"] if not self.use_vela else []))
+
     def __post_init__(self) -> None:
         from ..quantize.recipe import get_recipe
         for name in ("targets", "recipes", "strategies", "sizes", "exclusions"):

@@ -48,6 +48,26 @@ class Recommendation(Result):
 
 
 @dataclass(frozen=True)
+class RecommendationTable(Result):
+    """The recommendation per target as a table (what a notebook shows instead of a tuple's repr)."""
+
+    recommendations: tuple[Recommendation, ...] = ()
+
+    def summary(self) -> str:
+        return "; ".join(r.summary() for r in self.recommendations) or "no recommendation"
+
+    def _repr_html_(self) -> str:
+        from .. import display
+        rows = [(r.target, "-" if r.cell is None else r.cell.cell.recipe,
+                 "-" if r.cell is None else f"{r.cell.cell.strategy}/{r.cell.cell.size}",
+                 "pass" if r.passed_gate else "FAIL", r.reason, r.island_cost or "-")
+                for r in self.recommendations]
+        styles = ["" if r.passed_gate else display.BAD_STYLE for r in self.recommendations]
+        return display.table(("target", "recipe", "calibration", "gate", "why", "CPU island cost"), rows,
+                             row_styles=styles, caption="Recommendation per target")
+
+
+@dataclass(frozen=True)
 class SweepResult(Result):
     """Every cell's result, the gate used and the recommendation per target."""
 
@@ -72,6 +92,19 @@ class SweepResult(Result):
 
     def for_target(self, target: str) -> tuple[CellResult, ...]:
         return tuple(c for c in self.cells if c.cell.target == target)
+
+    def recommendation_table(self) -> RecommendationTable:
+        """The recommendations as a table (a notebook's view)."""
+        return RecommendationTable(self.recommendations)
+
+    def failure_table(self) -> str | Any:
+        """The cells that did not run, as a table (a notebook's view); a sentence when none failed."""
+        from .. import display
+        if not self.failed:
+            return "every cell ran"
+        from IPython.display import HTML
+        return HTML(display.table(("cell", "error"), [(c.cell.label, (c.error.splitlines() or [""])[0][:200])
+                                                    for c in self.failed], caption="Cells that did not run"))
 
     def recommendation(self, target: str) -> Recommendation | None:
         return next((r for r in self.recommendations if r.target == target), None)
