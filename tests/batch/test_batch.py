@@ -49,8 +49,9 @@ def test_every_report_opens_with_the_final_verdict(batch, batch_out):
     """index.html and every stage and summary report: the verdict block first in <body>, one row per target
     it covers, with the final results (a report exported before later stages ran was rewritten at the end)."""
     from workbench.batch.verdict import END, START
+    summary = batch.summary_report.removesuffix(".html")
     pages = [batch.index, *(n for t in batch.targets for st in t.stages for n in (st.html, st.shared_html)),
-             batch.summary_report]
+             f"{summary}.html", f"{summary}.shared.html"]
     for name in pages:
         html = (batch_out / name).read_text()
         body = html[html.index("<body>") + len("<body>"):]

@@ -70,6 +70,28 @@ def test_batch_runs_the_sweep_links_it_and_reuses_it_warm(reference, out):
 
 
 @pytest.mark.slow
+def test_the_sweep_report_fits_1200px_and_shows_tables_not_reprs(reference, out, tmp_path):
+    """The sweep report in headless Chromium at 1200 px: nothing scrolls sideways, the verdict comes first,
+    the recommendation is a table (no `Recommendation(` repr), no standard-error block."""
+    from tests._browser import chromium
+
+    from .test_reports_in_browser import SIDEWAYS
+    page = out / "sweep" / "60_sweep.shared.html"
+    if not page.is_file():
+        pytest.skip("the sweep batch of the test above did not run")
+    html = page.read_text()
+    assert "Recommendation(" not in html and "output_stderr" not in html
+    assert "Recommendation per target" in html and "workbench sweep --model reference" in html
+    driver = chromium(tmp_path / "profile")
+    try:
+        driver.get(page.resolve().as_uri())
+        assert driver.execute_script(SIDEWAYS) == []
+        assert driver.execute_script("return document.getElementById('verdict').getBoundingClientRect().top") < 200
+    finally:
+        driver.quit()
+
+
+@pytest.mark.slow
 def test_a_failing_sweep_fails_the_batch_and_keeps_its_report(reference, out):
     result = _run(out, recipes="a8w8_nope")
     assert result.exit_code == 1 and result.sweep is not None and result.sweep.status == "failed"

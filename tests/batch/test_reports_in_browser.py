@@ -86,7 +86,8 @@ return out;"""
 def _own_pages(batch, batch_out):
     own = [batch.index, *(name for t in batch.targets for st in t.stages for name in (st.html, st.shared_html))]
     if batch.summary_report:
-        own += [batch.summary_report, batch.summary_report.replace(".shared.html", ".html")]
+        stem = batch.summary_report.removesuffix(".html").removesuffix(".shared")
+        own += [f"{stem}.html", f"{stem}.shared.html"]
     return sorted(batch_out / name for name in own)
 
 

@@ -257,7 +257,7 @@ def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary
     if result.sweep is not None:
         s = result.sweep
         state = f" (FAILED: {s.error})" if s.status != "ok" else ""
-        links.append(f"sweep{display.esc(state)}: " + display.link(s.shared_html, "sweep report") + " · "
+        links.append(f"Sweep across targets{display.esc(state)}: " + display.link(s.shared_html, "sweep report") + " · "
                      + display.link(s.html, "with code") + " · " + display.link(s.notebook, "notebook")
                      + "".join(" · " + display.link(rel, Path(rel).name) for rel in files.values()))
     links.append(display.link(result.summary_json, "summary.json") + " · "
@@ -303,7 +303,7 @@ def refresh_verdicts(out_dir: Path, result: BatchResult, summary: RunSummary) ->
     blocks.update({v.target: scrub.text(verdict_html([v])) for v in verdicts})
     pages = [p for t in result.targets for s in t.stages for p in (s.html, s.shared_html)]
     pages += [p for s in (result.sweep,) if s is not None for p in (s.html, s.shared_html)]
-    if result.summary_report:
-        pages.append(result.summary_report)
-        pages.append(result.summary_report.replace(".shared.html", ".html"))
+    if result.summary_report:            # the with-code page; its shared twin beside it
+        stem = result.summary_report.removesuffix(".html").removesuffix(".shared")
+        pages += [f"{stem}.html", f"{stem}.shared.html"]
     return refresh_reports(out_dir, dict.fromkeys(pages), blocks)
