@@ -79,3 +79,11 @@ def test_target_summary_accuracy_text_shows_ci_and_condition():
         ConditionAccuracy(condition="clean", drop_pp=0.1, drop_ci_low=-0.2, drop_ci_high=0.4),
         ConditionAccuracy(condition="blur", drop_pp=1.5, drop_ci_low=0.5, drop_ci_high=2.5)))
     assert _accuracy_text(t) == "worst drop +1.50 pp [+0.50, +2.50] under blur"
+
+
+def test_a_model_without_a_task_metric_shows_its_worst_sqnr():
+    from workbench.batch.verdict import _accuracy_text
+    t = TargetSummary(target="imx93", status="ok", recipe="a8w8_pc", stages=("accuracy",), accuracy=(
+        ConditionAccuracy(condition="clean", sqnr_db=31.2, sqnr_output="boxes"),
+        ConditionAccuracy(condition="blur", sqnr_db=18.4, sqnr_output="scores")))
+    assert _accuracy_text(t) == "no task metric; worst SQNR 18.4 dB (scores, under blur)"

@@ -69,12 +69,10 @@ def _accuracy_text(t: Any) -> str:
         noise = (" (within noise)" if ci and worst.drop_ci_low is not None and worst.drop_ci_high is not None
                  and worst.drop_ci_low <= 0 <= worst.drop_ci_high else "")
         return f"worst drop {worst.drop_pp:+.2f} pp{ci} under {worst.condition}{noise}"
-    sqnr = getattr(t, "worst_sqnr", None) or getattr(t, "sqnr", None)
-    if isinstance(sqnr, dict) and sqnr:
-        return "worst SQNR " + ", ".join(f"{k} {v:.1f} dB" for k, v in sqnr.items() if isinstance(v, (int, float)))
-    value = getattr(t, "worst_sqnr_db", None)
-    if isinstance(value, (int, float)):
-        return f"worst SQNR {value:.1f} dB"
+    low = getattr(t, "worst_sqnr", None)      # a model without a task metric: its worst output against FP32
+    if low is not None and getattr(low, "sqnr_db", None) is not None:
+        return (f"no task metric; worst SQNR {low.sqnr_db:.1f} dB ({low.sqnr_output or 'output'}, "
+                f"under {low.condition})")
     return "not measured" if "accuracy" not in t.stages else "-"
 
 
