@@ -81,6 +81,7 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
     debounce : seconds a knob must rest before a kernel recomputes (a burst of changes computes once).
     """
     from ..data.loaders import load_dataset
+    note = _progress_note("explorer: loading the dataset and the model (the widgets follow) ...")
     data = load_dataset(dataset)
     for split in ("calibration", SPLIT):
         if split not in data.splits:
@@ -98,11 +99,27 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
                                 backend=backend, calibrator=calibrator, severity=severity,
                                 bootstrap_seed=bootstrap_seed)
     ex = Explorer(model, data, settings, auto_update=auto_update, debounce=debounce)
+    if note is not None:
+        note.update(_html(""))             # the widgets take over from here
     if compute and _in_kernel():
         ex.first_view_pending = True       # computed when displayed, with its progress on screen
     elif compute:
         ex.update()
     return ex
+
+
+def _html(text: str) -> Any:
+    from IPython.display import HTML
+    return HTML(text)
+
+
+def _progress_note(text: str) -> Any:
+    """In a kernel, a line shown at once (the dataset and the model load before the widgets exist);
+    its display handle, or None outside a kernel."""
+    if not _in_kernel():
+        return None
+    from IPython.display import display
+    return display(_html(f'<p style="font-size:12px">{text}</p>'), display_id=True)
 
 
 def _in_kernel() -> bool:
