@@ -170,6 +170,10 @@ def accuracy_lines(summary: RunSummary) -> list[str]:
 
 
 def _batch(args: argparse.Namespace) -> int:
+    import sys
+    if not args.no_progress and not args.json:     # at once: the checks and imports below take seconds
+        print(f"batch: checking the inputs for {args.targets} (notebooks, gate, model) ...", file=sys.stderr,
+              flush=True)
     from .._cli import emit
     from .pipeline import run_batch
     params, per_target = parse_params(args.param)
