@@ -92,6 +92,12 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "Sample ids of the held-out test split are in the calibration set: the accuracy measured on "
      "them is optimistic (the ranges were fitted to them).",
      "Curate from the calibration (or train) split only: pool='calibration'."),
+    CatalogueEntry("calibration.test-content", "error", "calibration", "Calibration set holds test images",
+     "Calibration samples are, pixel for pixel, images of the held-out test split under other ids (copied "
+     "into the calibration folder under new names, or saved at another size): the ranges were fitted to the "
+     "test images and the accuracy measured on them is optimistic. Found by pixel hashes, exact and after "
+     "the input contract's resize.",
+     "Remove the copies from the calibration pool (the evidence lists each pair) and curate again."),
     CatalogueEntry("calibration.duplicates", "warning", "calibration", "Duplicate calibration samples",
      "The same sample id appears more than once: the set is smaller than it says and weights "
      "some samples twice.",
@@ -640,8 +646,9 @@ def target_findings(folder: Any) -> Findings:
 
 def _dataset_of(folder: Any, calibration: Any) -> Any:
     """The run's dataset when it can be loaded cheaply (needed to check test-split ids)."""
+    from ._io import local_paths
     record = folder.record("calibration") or folder.record("quantize") or {}
-    name = record.get("dataset")
+    name = local_paths({"dataset": record.get("dataset")}, base=folder.path)["dataset"]
     if not name or calibration is None:
         return None
     try:

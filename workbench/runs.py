@@ -132,6 +132,12 @@ STAGE_TYPES = {
 }
 
 
+def _as_path(name: str) -> str:
+    """A model or dataset name that is a file or folder here, made absolute (the record then writes it relative
+    to its own folder); a built-in name as it is."""
+    return os.path.abspath(name) if name and os.path.exists(name) else name
+
+
 # -- the folder --------------------------------------------------------------------------------
 class RunFolder:
     """``<run_dir>/<target>/``: save and load each stage's result as JSON.
@@ -174,7 +180,7 @@ class RunFolder:
         """
         kind = type(result)
         record = {"stage": stage, "type": f"{kind.__module__}:{kind.__qualname__}", "saved_utc": _now(),
-                  "model": self.model_name, "dataset": self.dataset_name, "params": params or {},
+                  "model": _as_path(self.model_name), "dataset": _as_path(self.dataset_name), "params": params or {},
                   "result": result.to_dict()}
         return atomic_write_json(self.file(stage), portable_paths(record, base=self.path))
 

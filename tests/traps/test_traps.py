@@ -212,3 +212,9 @@ def test_activation_spread_drop_names_the_layer_the_cause_and_a_measured_fix(zoo
     fixed = next(t for t in worst.evidence["fix_trials"] if t["recipe"] == worst.evidence["fix"])
     assert fixed["drop_pp"] < 1.0 and "measured on the spot" in worst.message and "dw1" in worst.message
     assert worst.next_step.startswith(f"Quantize with {worst.evidence['fix']}")
+
+
+def test_renamed_test_images_are_named_by_content(zoo_root):
+    f = _one("renamed-test-images", zoo_root)
+    assert f.severity == "error" and f.evidence["n_leaks"] == 77 and f.evidence["n_exact"] == 60
+    assert f.evidence["n_after_resize"] == 17 and "77 of 300 calibration samples are test images" in f.message

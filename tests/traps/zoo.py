@@ -498,6 +498,36 @@ def trap_activation_spread(root: Path) -> Findings:
     return findings_for(report, target="imx93", quantized=q)
 
 
+def leaky_dataset(n_pool: int = 300, n_exact: int = 60, n_near: int = 17, n_test: int = 200) -> Any:
+    """A dataset whose calibration pool holds test images under new names: ``n_exact`` pixel copies and
+    ``n_near`` copies re-encoded (+1.5/255: other 8-bit pixels, the same image at the model's input)."""
+    from workbench.data.dataset import Dataset
+    rng = np.random.default_rng(7)
+    test = (rng.integers(0, 64, (n_test, H, W, 1)) / 63.0).astype(np.float32)
+    pool = (rng.integers(0, 64, (n_pool, H, W, 1)) / 63.0).astype(np.float32)
+    pool[:n_exact] = test[:n_exact]
+    pool[n_exact:n_exact + n_near] = np.clip(test[n_exact:n_exact + n_near] + 1.5 / 255, 0, 1)
+    x = np.concatenate([pool, test])
+    conds = np.array(["day", "night"])[np.arange(len(x)) % 2]
+    split = np.array(["calibration"] * n_pool + ["test"] * n_test)
+    ids = np.array([f"img-{i:04d}" for i in range(len(x))])      # new names: no id says "test"
+    return Dataset(name="leaky", x=x, y=np.arange(len(x)) % 2, condition=conds, split=split, ids=ids,
+                   classes=("0", "1"), source="pool with renamed test images")
+
+
+def trap_renamed_test_images(root: Path) -> Findings:
+    """77 of 300 calibration images are test images under new names (60 exact, 17 re-encoded): the real
+    curation draws them, the calibration rules find them by pixel hashes."""
+    import warnings
+
+    import workbench as wb
+    data = leaky_dataset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = wb.curate_calibration_set(data, 300, strategy="stratified")
+    return findings_for(cal, target="imx93", dataset=data)
+
+
 #: trap name -> (the finding code it must raise, the builder)
 TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
     "tflite-float-op": ("quantize.float-op-left", trap_tflite_float_op),
@@ -523,6 +553,7 @@ TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
     "wrong-card-bgr": ("model.input-contract", trap_wrong_card_bgr),
     "unreadable-record": ("run.unreadable-record", trap_unreadable_record),
     "activation-spread": ("accuracy.drop", trap_activation_spread),
+    "renamed-test-images": ("calibration.test-content", trap_renamed_test_images),
     "manifest-sha-mismatch": ("deploy.manifest-sha-mismatch", trap_manifest_sha_mismatch),
     "toolchain-drift": ("deploy.toolchain-drift", trap_toolchain_drift),
     "board-placement-mismatch": ("board.placement-mismatch", trap_board_placement_mismatch),

@@ -71,6 +71,8 @@ class CoverageAudit(Result):
     activation_bits: int
     add_conditions: tuple[str, ...]
     findings: tuple[str, ...]
+    #: calibration samples whose pixels are test images under other ids (calibration/leakage.py)
+    test_copies: tuple[dict[str, str], ...] = ()
 
     # -- lookups ----------------------------------------------------------------------------
     def row(self, layer: str, condition: str) -> AuditRow:
@@ -265,11 +267,16 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
                                  utilisation=covered / width if width > 0 else 1.0,
                                  observed_min=omin, observed_max=omax, at_risk=rate > clip_threshold))
     add, findings = _findings(rows, conds, cal_conds, clip_threshold, INPUT, calibrated)
+    copies: tuple[dict[str, str], ...] = ()
+    if hasattr(calibration, "sample_ids") and "test" in data.splits:
+        from .leakage import content_leaks
+        copies = tuple(content_leaks(calibration.sample_ids, data,
+                                     size=getattr(contract, "size", None) if contract is not None else None))
     audit = CoverageAudit(
         calibration_id=cal_id, calibration_hash=cal_hash, calibration_conditions=cal_conds,
         model=model_label(model), dataset=data.name, split=split, layers=layers, conditions=conds,
         calibrated_ranges=calibrated, rows=tuple(rows), clip_threshold=float(clip_threshold),
-        activation_bits=activation_bits, add_conditions=add, findings=findings)
+        activation_bits=activation_bits, add_conditions=add, findings=findings, test_copies=copies)
     if cache_file is not None:
         write_sealed_json(cache_file, audit.to_dict())
     return audit

@@ -115,7 +115,7 @@ class CalibrationSet(Result):
         if len(outside):
             k = int(outside[0])
             raise CalibrationError(
-                f"calibration set {self.id}: sample {self.sample_ids[k]!r} is in split {split[k]!r}, not the "
+                f"calibration set {self.id}: sample {self.sample_ids[k]!r} is in split {str(split[k])!r}, not the "
                 f"pool {self.pool!r} ({len(outside)} such samples); calibrating on held-out samples makes their "
                 "accuracy look better than it is. Curate the set again from the pool.")
         actual = {c: k for c, k in Counter(np.asarray(chosen.condition).astype(str).tolist()).items()}

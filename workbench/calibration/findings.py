@@ -7,6 +7,8 @@
 - ``calibration.test-ids``: ids of the dataset's ``test`` split in the set (needs the dataset, or
   ids spelled ``test-...`` as the built-in data spells them);
 - ``calibration.duplicates``: an id listed twice;
+- ``calibration.test-content``: calibration samples whose pixels are test images under other ids
+  (pixel hashes, exact and after the contract's resize: ``calibration/leakage.py``; needs the dataset);
 - ``calibration.hash-mismatch``: a file whose stored hash is not the hash of its ids;
 - ``calibration.clipping``: the coverage audit's layers that clip beyond its threshold.
 """
@@ -26,16 +28,17 @@ MAX_LISTED = 8
 
 
 def findings(result: Any, *, target: str = "", dataset: Any = None,
-             calibration_file: str | os.PathLike | None = None, **_: Any) -> list[Finding]:
+             calibration_file: str | os.PathLike | None = None, input_size: Any = None, **_: Any) -> list[Finding]:
     if isinstance(result, CoverageAudit):
         return audit_findings(result, target=target)
-    out = set_findings(result, target=target, dataset=dataset)
+    out = set_findings(result, target=target, dataset=dataset, input_size=input_size)
     if calibration_file is not None:
         out += file_findings(calibration_file, target=target)
     return out
 
 
-def set_findings(cal: CalibrationSet, *, target: str = "", dataset: Any = None) -> list[Finding]:
+def set_findings(cal: CalibrationSet, *, target: str = "", dataset: Any = None,
+                 input_size: Any = None) -> list[Finding]:
     """What the set covers, what it should not hold."""
     out: list[Finding] = []
     shares = cal.shares()
@@ -62,6 +65,10 @@ def set_findings(cal: CalibrationSet, *, target: str = "", dataset: Any = None) 
                         f"(fewer than {RECOMMENDED_MIN})", target=target,
                         evidence={"calibration": cal.id, "n": cal.n, "recommended_min": RECOMMENDED_MIN}))
     out += id_findings(cal.sample_ids, where=f"calibration set {cal.id}", target=target, dataset=dataset)
+    if dataset is not None and getattr(dataset, "hash", None) == cal.dataset_hash and hasattr(dataset, "x"):
+        from .leakage import leak_findings
+        out += leak_findings(cal.sample_ids, dataset, where=f"calibration set {cal.id}", target=target,
+                             size=input_size)
     return out
 
 
@@ -113,8 +120,19 @@ def file_findings(path: str | os.PathLike, *, target: str = "") -> list[Finding]
 
 
 def audit_findings(audit: CoverageAudit, *, target: str = "") -> list[Finding]:
-    """One finding per deployment condition with layers clipping beyond the audit's threshold."""
+    """One finding per deployment condition with layers clipping beyond the audit's threshold; the calibration
+    samples that are test images under other ids."""
     out = []
+    if audit.test_copies:
+        copies = list(audit.test_copies)
+        n_exact = sum(c.get("match") == "exact" for c in copies)
+        shown = ", ".join(f"{c['calibration']} = {c['test']}" for c in copies[:4])
+        out.append(make("calibration.test-content",
+                        f"coverage audit of {audit.calibration_id}: {len(copies)} calibration samples are test images "
+                        f"under other ids ({n_exact} exact pixel copies, {len(copies) - n_exact} after resize), "
+                        f"e.g. {shown}", target=target,
+                        evidence={"n_leaks": len(copies), "n_exact": n_exact, "n_after_resize": len(copies) - n_exact,
+                                  "leaks": copies[:50]}))
     for cond in audit.conditions:
         risky = [r for r in audit.rows if r.condition == cond and r.at_risk]
         if not risky:

@@ -103,7 +103,9 @@ def _quantize(args: argparse.Namespace) -> int:
         result = quantize(model, recipe, calibration, dataset=dataset, output=args.output,
                           calibration_size=size, cache=not args.no_cache, input_spec=args.input_spec)
     notes = [str(w.message) for w in caught]
+    found = _calibration_findings(args, calibration, dataset, result, model)
     obj = result.to_dict()
+    obj["findings"] = found.to_list()
     obj["manifest"] = result.manifest_path
     obj["recipe"] = result.recipe.name
     obj["recipe_settings"] = result.recipe.to_dict()
@@ -116,5 +118,24 @@ def _quantize(args: argparse.Namespace) -> int:
     text += "".join(f"\n  {line}" for line in summary_lines(result.structure))
     for note in notes:
         text += f"\n  warning: {note}"
+    for f in found:
+        text += f"\n  {f.summary()}"
     emit(obj, as_json=args.json, text=text)
     return 0
+
+
+def _calibration_findings(args: Any, calibration: Any, dataset: Any, result: Any, model: Any) -> Any:
+    """The findings of a calibration set file given with --calibration (test images under other ids, checked
+    at the model's input size too; a stale hash, a small or skewed set) and of the quantized model itself."""
+    from ..errors import WorkbenchError
+    from ..findings import collect, findings_for
+    groups = [findings_for(result)]
+    if isinstance(args.calibration, str):
+        size = None
+        try:
+            from ..models.contract import resolve_contract
+            size = resolve_contract(model, args.input_spec).size
+        except (WorkbenchError, OSError, ValueError):
+            size = None            # no contract: the dataset's own size
+        groups.append(findings_for(calibration, dataset=dataset, calibration_file=args.calibration, input_size=size))
+    return collect(*groups)

@@ -295,7 +295,11 @@ def _resolve_calibration(calibration: Any, dataset: Any, size: int | None) -> _C
                 f"calibration set {getattr(calibration, 'id', calibration.hash[:12])!r} holds sample ids only; "
                 "pass the dataset it was drawn from as `dataset=`.")
         ids = tuple(str(s) for s in calibration.sample_ids)
-        x = dataset.take(ids).x if ids else np.zeros((0, *dataset.input_shape), np.float32)
+        if ids and hasattr(calibration, "images"):
+            # a curated set is checked as the audit checks it: test-split ids, repeated ids, another dataset
+            x = calibration.images(dataset).x
+        else:
+            x = dataset.take(ids).x if ids else np.zeros((0, *dataset.input_shape), np.float32)
         strategy = str(getattr(calibration, "strategy", "unknown"))
         cid = str(getattr(calibration, "id", "") or f"{strategy}:{calibration.hash[:12]}")
         chash = str(calibration.hash)

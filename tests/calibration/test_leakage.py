@@ -1,0 +1,98 @@
+"""Calibration leakage by content: test images under other ids, found by pixel hashes, in every path that
+takes a calibration set (the set's findings, the coverage audit, quantize, a run folder's views)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from tests.traps.zoo import H, W, _calibration_set, leaky_dataset
+from workbench.calibration.leakage import content_leaks, pixel_hashes
+
+
+def test_pixel_hashes_and_copies_after_resize():
+    from workbench.calibration.leakage import NEAR_TOLERANCE, _thumbnails
+    rng = np.random.default_rng(0)
+    x = (rng.integers(0, 64, (3, H, W, 1)) / 63.0).astype(np.float32)
+    near = np.clip(x + 1.5 / 255, 0, 1)
+    assert pixel_hashes(x) != pixel_hashes(near)                        # other 8-bit pixels
+    assert len(set(pixel_hashes(x))) == 3
+    assert pixel_hashes(x[:1], size=(4, 4))[0] != pixel_hashes(x[:1])[0]
+    # smooth images (photos are smooth; pixel noise is the worst case of resampling) saved at 16x16
+    yy, xx = np.mgrid[0:32, 0:32] / 32
+    x = np.stack([0.5 + 0.4 * np.sin(2 * np.pi * (yy * a + xx * b) + p) for a, b, p in
+                  rng.uniform(0.3, 1.2, (3, 3))])[..., None].astype(np.float32)
+    near = np.clip(x + 1.5 / 255, 0, 1)
+    big = np.repeat(np.repeat(x, 2, axis=1), 2, axis=2)
+    d_big = np.abs(_thumbnails(big, (32, 32)) - _thumbnails(x, (32, 32))).mean(axis=1)
+    d_near = np.abs(_thumbnails(near, (32, 32)) - _thumbnails(x, (32, 32))).mean(axis=1)
+    d_other = np.abs(_thumbnails(x[1:], (32, 32)) - _thumbnails(x[:2], (32, 32))).mean(axis=1)
+    assert (d_big <= NEAR_TOLERANCE).all() and (d_near <= NEAR_TOLERANCE).all() and (d_other > 0.05).all()
+
+
+def test_renamed_test_images_are_found_exact_and_resized():
+    data = leaky_dataset()
+    pool = data.select(split="calibration")
+    leaks = content_leaks(pool.ids, data)
+    assert len(leaks) == 77 and sum(leak["match"] == "exact" for leak in leaks) == 60
+    assert leaks[0] == {"calibration": "img-0000", "test": "img-0300", "match": "exact"}
+    assert {"calibration": "img-0060", "test": "img-0360", "match": "after resize"} in leaks
+    assert content_leaks(pool.ids[100:], data) == []                     # the clean part of the pool
+    assert content_leaks(["img-0300"], data) == []                       # a test id is test-ids' finding
+
+
+def test_the_set_findings_name_the_leak(tmp_path):
+    from workbench.findings import findings_for
+    data = leaky_dataset()
+    cal = _calibration_set(data, [f"img-{i:04d}" for i in range(40, 300)])
+    (f,) = findings_for(cal, target="imx93", dataset=data).with_code("calibration.test-content")
+    assert f.severity == "error" and f.evidence["n_leaks"] == 37 and f.evidence["n_exact"] == 20
+    assert "37 of 260 calibration samples are test images" in f.message and "img-0040 = img-0340" in f.message
+    assert not findings_for(cal, target="imx93").with_code("calibration.test-content")  # no dataset: not checked
+
+
+def test_every_view_of_a_run_names_the_leak(tmp_path, monkeypatch):
+    """A run folder whose calibration set holds renamed test images: `workbench findings`, the run summary
+    (summary.json, index.html, the gate) read the same finding; the dataset is an .npz the record names."""
+    from workbench.evaluate.gate import Gate, check_quality_gate
+    from workbench.findings import run_findings
+    from workbench.runs import RunFolder, summarize_run
+    data = leaky_dataset()
+    npz = tmp_path / "leaky.npz"
+    np.savez(npz, x=data.x, y=data.y, condition=data.condition, split=data.split, ids=data.ids,
+             classes=np.array(data.classes))
+    from workbench.data.loaders import load_dataset
+    loaded = load_dataset(str(npz))
+    cal = _calibration_set(loaded, [f"img-{i:04d}" for i in range(300)])
+    monkeypatch.chdir(tmp_path)
+    RunFolder("out/runs/r1", target="imx93", dataset="leaky.npz").save("calibration", cal)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    found = run_findings(tmp_path / "out")
+    (f,) = found.with_code("calibration.test-content")
+    assert f.evidence["n_leaks"] == 77
+    summary = summarize_run(tmp_path / "out" / "runs" / "r1")
+    assert "calibration.test-content" in {x.code for x in summary.targets[0].findings}
+    gate = check_quality_gate(summary, Gate(findings_max_severity="warning"))
+    assert any("calibration.test-content" in r for r in gate.reasons)
+
+
+def test_quantize_refuses_test_and_repeated_ids_as_the_audit_does(tmp_path):
+    """`quantize` (and so `workbench quantize --calibration FILE`) checks a curated set against the dataset."""
+    from tests.traps.zoo import _onnx_model, small_dataset
+    from workbench.errors import CalibrationError
+    from workbench.quantize.engine import quantize
+    model = tmp_path / "m.onnx"
+    _onnx_model(model)
+    data = small_dataset(pool_conditions={"day": 200, "night": 200})
+    with_test = _calibration_set(data, [f"cal-day-{i}" for i in range(99)] + ["test-day-3"])
+    repeated = _calibration_set(data, [f"cal-day-{i}" for i in range(99)] + ["cal-day-1"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(CalibrationError, match="is in split 'test'"):
+            quantize(model, "a8w8_pc", with_test, dataset=data, backend="onnx", cache=False)
+        with pytest.raises(CalibrationError, match="appears 2 times"):
+            quantize(model, "a8w8_pc", repeated, dataset=data, backend="onnx", cache=False)

@@ -1,0 +1,111 @@
+"""Calibration leakage by content: calibration samples whose pixels are test images.
+
+A check by id misses test images copied into a calibration folder under new names.  Here every
+calibration sample and every test image is hashed by its pixels:
+
+- **exact**: sha256 of the image at 8-bit levels (``round(x * 255)``) with its shape;
+- **after resize**: the image resized to the model's input size (the contract's ``size``; the dataset's own
+  size when no contract says one) with the bilinear filter the contract uses, then to a 16x16 thumbnail:
+  a pair whose thumbnails differ by at most ``NEAR_TOLERANCE`` on average (a copy saved at another
+  resolution or re-encoded) is the same image to the model.
+
+A calibration sample whose id is itself a test id is ``calibration.test-ids``, not counted here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+#: mean absolute pixel difference of two 16x16 thumbnails (after the contract's resize) that makes them one image
+NEAR_TOLERANCE = 3.0 / 255
+THUMBNAIL = (16, 16)
+
+
+def pixel_hashes(x: np.ndarray, *, size: Sequence[int] | None = None, bits: int = 8) -> list[str]:
+    """One hash per NHWC float image in [0, 1] at ``bits`` levels, after resizing to ``size`` (H, W) if given."""
+    x = np.asarray(x, dtype=np.float32)
+    if size is not None and tuple(x.shape[1:3]) != tuple(size):
+        from ..models.contract import resize_images
+        x = resize_images(x, (int(size[0]), int(size[1])), "stretch")
+    levels = (1 << bits) - 1
+    q = np.clip(np.rint(x * levels), 0, levels).astype(np.uint8)
+    shape = str(q.shape[1:]).encode()
+    return [hashlib.sha256(shape + q[i].tobytes()).hexdigest()[:32] for i in range(len(q))]
+
+
+def content_leaks(sample_ids: Iterable[str], dataset: Any, *, size: Sequence[int] | None = None,
+                  split: str = "test") -> list[dict[str, str]]:
+    """``[{"calibration": id, "test": id, "match": "exact" | "after resize"}]``: calibration samples of
+    ``dataset`` (by id) whose pixels are an image of its ``split`` under another id."""
+    ids = list(dict.fromkeys(str(s) for s in sample_ids))
+    known = set(np.asarray(dataset.ids).astype(str).tolist())
+    test = dataset.select(split=split)
+    test_ids = np.asarray(test.ids).astype(str).tolist()
+    ids = [s for s in ids if s in known and s not in set(test_ids)]
+    if not ids or not len(test):
+        return []
+    cal = dataset.take(ids)
+    cal_ids = np.asarray(cal.ids).astype(str).tolist()
+    exact = dict(zip(pixel_hashes(test.x), test_ids))
+    found: dict[str, dict[str, str]] = {}
+    for cid, h in zip(cal_ids, pixel_hashes(cal.x)):
+        if h in exact:
+            found[cid] = {"calibration": cid, "test": exact[h], "match": "exact"}
+    rest = [i for i, cid in enumerate(cal_ids) if cid not in found]
+    if rest:
+        target = tuple(size) if size else tuple(test.x.shape[1:3])
+        t_thumb = _thumbnails(test.x, target)
+        c_thumb = _thumbnails(cal.x[rest], target)
+        for start in range(0, len(rest), 256):
+            block = c_thumb[start:start + 256]
+            dist = np.abs(block[:, None, :] - t_thumb[None, :, :]).mean(axis=2) if len(t_thumb) <= 4096 else \
+                _blockwise_l1(block, t_thumb)
+            best = dist.argmin(axis=1)
+            for j, k in enumerate(best):
+                if dist[j, k] <= NEAR_TOLERANCE:
+                    cid = cal_ids[rest[start + j]]
+                    found[cid] = {"calibration": cid, "test": test_ids[int(k)], "match": "after resize"}
+    return [found[c] for c in cal_ids if c in found]
+
+
+def _thumbnails(x: np.ndarray, size: tuple[int, ...]) -> np.ndarray:
+    """Images resized to ``size`` (the model's input), then to a grey 16x16 thumbnail, flattened."""
+    from ..models.contract import resize_images
+    x = np.asarray(x, dtype=np.float32)
+    if tuple(x.shape[1:3]) != tuple(size):
+        x = resize_images(x, (int(size[0]), int(size[1])), "stretch")
+    x = x.mean(axis=3, keepdims=True)
+    if tuple(x.shape[1:3]) != THUMBNAIL:
+        x = resize_images(x, THUMBNAIL, "stretch")
+    return x.reshape(len(x), -1)
+
+
+def _blockwise_l1(block: np.ndarray, other: np.ndarray) -> np.ndarray:
+    out = np.empty((len(block), len(other)), np.float32)
+    for start in range(0, len(other), 4096):
+        part = other[start:start + 4096]
+        out[:, start:start + len(part)] = np.abs(block[:, None, :] - part[None, :, :]).mean(axis=2)
+    return out
+
+
+def leak_findings(sample_ids: Iterable[str], dataset: Any, *, where: str, target: str = "",
+                  size: Sequence[int] | None = None) -> list[Any]:
+    """``calibration.test-content`` when calibration samples are pixel copies of test images."""
+    from ..findings import make
+    ids = list(sample_ids)
+    leaks = content_leaks(ids, dataset, size=size)
+    if not leaks:
+        return []
+    n_exact = sum(leak["match"] == "exact" for leak in leaks)
+    shown = ", ".join(f"{leak['calibration']} = {leak['test']}" for leak in leaks[:4])
+    return [make("calibration.test-content",
+                 f"{where}: {len(leaks)} of {len(set(map(str, ids)))} calibration samples are test images under "
+                 f"other ids ({n_exact} exact pixel copies, {len(leaks) - n_exact} after resize), e.g. {shown}",
+                 target=target, evidence={"n_leaks": len(leaks), "n_exact": n_exact,
+                                          "n_after_resize": len(leaks) - n_exact, "n_ids": len(set(map(str, ids))),
+                                          "resized_to": list(size) if size else None,
+                                          "leaks": leaks[:50]})]
