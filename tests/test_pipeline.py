@@ -53,7 +53,9 @@ def test_spec_refuses_what_it_cannot_resolve(digits):
     with pytest.raises(TargetError, match="imx8m"):
         RunSpec("reference", digits, target="imx8m", resolve=False)
     with pytest.raises(Exception, match="target"):
-        RunSpec("reference", digits, recipe="auto", resolve=False)          # "auto" needs a target
+        RunSpec("reference", digits, recipe="auto")                         # "auto" needs a target
+    template = RunSpec("reference", "digits-conditions", resolve=False)    # a batch's template: no target yet
+    assert template.replace(target="imx95").recipe_name == "a8w8_pc"
     unresolved = RunSpec("reference", "digits-conditions", target="imx8mp", resolve=False)
     assert not unresolved.resolved and unresolved.data is None and unresolved.recipe_name == "a8w8_pt"
     with pytest.raises(BatchError, match="resolve"):
@@ -132,3 +134,113 @@ def test_cell_store_keeps_sealed_records(spec):
         assert second.calibrate() == cal and second.computed == []
     finally:
         ctx.__exit__(None, None, None)
+
+
+STAGE_NOTEBOOK = {"calibration": "10_calibration_set", "quantize": "20_quantize",
+                  "accuracy": "30_accuracy_by_condition", "placement": "40_op_placement",
+                  "timing": "50_board_timing"}
+
+
+@pytest.mark.parametrize("stage", list(STAGE_NOTEBOOK))
+def test_every_stage_notebook_declares_the_spec_parameters(stage):
+    """A field added to RunSpec (or a stage's options) is a parameter every stage notebook that reads it
+    must declare: the notebooks build their spec from their parameters (RunSpec.from_parameters)."""
+    from pathlib import Path
+
+    import nbformat
+    path = Path(__file__).resolve().parents[1] / "notebooks" / f"{STAGE_NOTEBOOK[stage]}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    declared = {line.split(":")[0] for line in nb.cells[1].source.splitlines() if line.strip()}
+    missing = set(parameter_names(stage)) - declared
+    assert not missing, f"{path.name} does not declare {sorted(missing)}"
+    code = "\n".join(c.source for c in nb.cells[2:] if c.cell_type == "code")
+    assert "from_parameters(globals())" in code and ".pipeline()" in code
+
+
+def test_a_new_field_travels_through_the_one_translation():
+    """One field more on RunSpec is a notebook parameter, read back and written out with no other change."""
+    extended = dataclasses.make_dataclass("Extended", [("knob", str, dataclasses.field(default="k"))],
+                                          bases=(RunSpec,), frozen=True)
+    spec = extended.from_parameters({"target": "imx93", "knob": "turned", "calibration_size": 64}, resolve=False)
+    assert spec.knob == "turned" and spec.calibration.n == 64
+    assert spec.to_parameters()["knob"] == "turned"
+    assert extended.from_parameters(spec.to_parameters(), resolve=False) == spec
+
+
+#: a stage's compute function, by module: only workbench/pipeline/ (and workbench/chain.py under it) calls them
+COMPUTE = {"workbench.calibration.curate": "curate_calibration_set", "workbench.quantize.engine": "quantize",
+           "workbench.evaluate.accuracy": "compare_accuracy", "workbench.placement.analyze": "analyze_placement",
+           "workbench.board.timing": "time_on_board"}
+CLIENTS = ("workbench/runs.py", "workbench/explore.py", "workbench/explore", "workbench/sweep", "workbench/batch",
+           "workbench/calibration/experiment.py")
+CLIENT_NOTEBOOKS = ("00_explore", "10_calibration_set", "20_quantize", "30_accuracy_by_condition",
+                    "40_op_placement", "50_board_timing", "60_sweep")
+
+
+def _client_files():
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    for name in CLIENTS:
+        path = root / name
+        yield from sorted(path.rglob("*.py")) if path.is_dir() else ([path] if path.is_file() else [])
+
+
+def _compute_imports(source: str, package: str) -> list[str]:
+    """``from <module> import <compute function>`` (absolute or relative) and ``wb.<compute function>``."""
+    import ast
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            module = node.module
+            if node.level:                                   # relative: resolve against the file's package
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*parts, module])
+            names = {a.name for a in node.names}
+            if COMPUTE.get(module) in names:
+                found.append(f"from {module} import {COMPUTE[module]}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "wb" \
+                and node.attr in COMPUTE.values():
+            found.append(f"wb.{node.attr}")
+    return found
+
+
+def test_no_client_calls_a_stage_compute_function_directly():
+    """Run folders, notebooks, the explorer, the sweep, the batch and the calibration experiment ask the
+    Pipeline: none imports curate_calibration_set, quantize, compare_accuracy, analyze_placement or
+    time_on_board itself."""
+    from pathlib import Path
+
+    import nbformat
+    root = Path(__file__).resolve().parents[1]
+    offenders = {}
+    files = list(_client_files())
+    assert len(files) >= 10
+    for path in files:
+        rel = path.relative_to(root).with_suffix("")
+        package = ".".join(rel.parts[:-1]) if path.name != "__init__.py" else ".".join(rel.parts[:-1])
+        if hits := _compute_imports(path.read_text(), package):
+            offenders[str(path.relative_to(root))] = hits
+    for name in CLIENT_NOTEBOOKS:
+        nb = nbformat.read(root / "notebooks" / f"{name}.ipynb", as_version=4)
+        source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        if hits := _compute_imports(source, "notebooks"):
+            offenders[f"notebooks/{name}.ipynb"] = hits
+    assert not offenders, f"clients calling a stage directly (ask workbench.pipeline.Pipeline): {offenders}"
+
+
+def test_the_compute_import_check_finds_what_it_looks_for():
+    assert _compute_imports("from ..placement.analyze import analyze_placement", "workbench.sweep") == [
+        "from workbench.placement.analyze import analyze_placement"]
+    assert _compute_imports("from .evaluate.accuracy import compare_accuracy", "workbench") == [
+        "from workbench.evaluate.accuracy import compare_accuracy"]
+    assert _compute_imports("acc = wb.compare_accuracy(a, b, c)", "notebooks") == ["wb.compare_accuracy"]
+    assert _compute_imports("from ..quantize.engine import QuantizedModel", "workbench.sweep") == []
+
+
+def test_a_damaged_record_is_computed_again(spec, tmp_path):
+    from workbench.runs import RunFolder
+    folder = RunFolder(tmp_path / "run", target="imx93")
+    folder.file("calibration").write_text("{")
+    with pytest.warns(WorkbenchWarning, match="not a stage record"):
+        cal = Pipeline(spec, RunFolderStore(folder)).calibrate()
+    assert folder.load("calibration") == cal

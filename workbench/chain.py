@@ -35,7 +35,7 @@ from .errors import CalibrationError, ModelError, PlacementError, QuantizationEr
 from .placement.analyze import PlacementReport
 from .quantize.engine import QuantizedModel
 from .quantize.recipe import QuantRecipe
-from .vocab import AUTO_RECIPE, STRATEGIES, TARGETS
+from .vocab import AUTO_RECIPE, STRATEGIES
 
 __all__ = ["CalibrationOptions", "ChainResult", "StageChain", "resolve_recipe"]
 
@@ -162,7 +162,8 @@ class StageChain:
             from .data.loaders import load_dataset
             object.__setattr__(self, "dataset", load_dataset(self.dataset))
         if self.target is not None:
-            check_choice("target", self.target, TARGETS, error=TargetError)
+            from .targets import target_ids
+            check_choice("target", self.target, target_ids(), error=TargetError)
         if self.bsp == "":
             object.__setattr__(self, "bsp", None)
         resolve_recipe(self.recipe, self.target)                   # "auto" without a target: refused now
@@ -201,7 +202,7 @@ class StageChain:
         from the rule table even where the target's compiler is installed."""
         if self.target is None:
             raise TargetError("this chain has no target to place the model on; give `target` "
-                              f"({', '.join(map(repr, TARGETS))}).")
+                              f"({', '.join(map(repr, _target_ids()))}).")
         from .placement.analyze import analyze_placement
         return analyze_placement(quantized.path, self.target, bsp=self.bsp, use_vela=use_compiler,
                                  use_converter=use_compiler)
@@ -243,6 +244,11 @@ class StageChain:
         """``saved`` places this very INT8 model (sha256) on this target (and this BSP release, when given)."""
         return (saved.model_sha256 == quantized.sha256 and saved.target == self.target
                 and (self.bsp is None or saved.bsp == self.bsp))
+
+
+def _target_ids() -> tuple[str, ...]:
+    from .targets import target_ids
+    return target_ids()
 
 
 def _model_intact(q: QuantizedModel) -> bool:

@@ -34,10 +34,12 @@ from ._results import Result
 from ._validation import check_choice
 from .errors import BatchError, WorkbenchWarning
 from .findings import Finding
-from .vocab import HOST_CPU_LABEL, LATENCY_SOURCES, STAGES, TARGETS, LatencySource, latency_label
+from .vocab import HOST_CPU_LABEL, LATENCY_SOURCES, STAGES, LatencySource, latency_label
 
 if TYPE_CHECKING:
     from .chain import StageChain
+    from .pipeline.core import Pipeline
+    from .pipeline.spec import RunSpec
 
 REFERENCE = "reference"
 HOST_CPU = HOST_CPU_LABEL
@@ -147,16 +149,52 @@ class RunFolder:
     name or path :func:`~workbench.load_dataset` takes.
     """
 
+    _spec: RunSpec | None = None          # class defaults: a read-only folder made with __new__ has them
+    input_spec: Any = None
+
     def __init__(self, run_dir: str | os.PathLike, *, target: str, model: str = REFERENCE,
-                 dataset: str = "digits-conditions", input_spec: Any = None) -> None:
-        check_choice("target", target, TARGETS, error=BatchError)
+                 dataset: str = "digits-conditions", input_spec: Any = None, spec: RunSpec | None = None) -> None:
+        from .targets import target_ids
+        check_choice("target", target, target_ids(), error=BatchError)
         self.root = Path(run_dir)
         self.target = target
         self.model_name = str(model)
         self.dataset_name = str(dataset)
         self.input_spec = input_spec or None   # --input-spec / notebook `input_spec` ("" = the card or inferred)
+        self._spec = spec
         self.path = self.root / target
         self.path.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def of(cls, run_dir: str | os.PathLike, spec: RunSpec) -> RunFolder:
+        """The folder of ``spec``'s target under ``run_dir``, its stages computed from ``spec``."""
+        if spec.target is None:
+            raise BatchError("a run folder is per target: the RunSpec names no target.")
+        dataset = spec.dataset if isinstance(spec.dataset, (str, os.PathLike)) else getattr(spec.dataset, "name", "")
+        return cls(run_dir, target=spec.target, model=spec.model, dataset=str(dataset),
+                   input_spec=spec.input_spec if isinstance(spec.input_spec, (str, os.PathLike)) else None, spec=spec)
+
+    @classmethod
+    def from_parameters(cls, parameters: Mapping[str, Any]) -> RunFolder:
+        """A stage notebook's run folder: ``run_dir`` and the spec of its parameters (``globals()``)."""
+        from .pipeline.spec import RunSpec
+        return cls.of(parameters.get("run_dir", "runs/latest"), RunSpec.from_parameters(parameters))
+
+    @property
+    def spec(self) -> RunSpec:
+        """The :class:`~workbench.pipeline.RunSpec` this folder's stages compute (the one given, else the
+        folder's model, dataset, target and input contract with the default options; resolved once)."""
+        if self._spec is None:
+            from .pipeline.spec import RunSpec
+            self._spec = RunSpec(self.model_name, self.data, target=self.target, input_spec=self.input_spec or "")
+        return self._spec
+
+    def pipeline(self, spec: RunSpec | None = None) -> Pipeline:
+        """``Pipeline(spec, this folder)``: each stage loads its record when it still fits, else computes and
+        saves it (default: the folder's :attr:`spec`)."""
+        from .pipeline.core import Pipeline
+        from .pipeline.store import RunFolderStore
+        return Pipeline(spec if spec is not None else self.spec, RunFolderStore(self))
 
     def __repr__(self) -> str:
         return f"RunFolder({str(self.root)!r}, target={self.target!r})"
@@ -219,7 +257,9 @@ class RunFolder:
     # -- inputs -------------------------------------------------------------------------------
     @cached_property
     def data(self) -> Any:
-        """The dataset (loaded once)."""
+        """The dataset (loaded once; the spec's when the folder has one)."""
+        if self._spec is not None and self._spec.resolved:
+            return self._spec.data
         from .data.loaders import load_dataset
         return load_dataset(self.dataset_name)
 
@@ -257,58 +297,32 @@ class RunFolder:
                           input_spec=self.input_spec, bsp=bsp)
 
     # -- earlier stages: load, or compute what is missing -------------------------------------
-    def _reuse(self, stage: str, matches: Any) -> Any:
-        """The saved result of ``stage`` if ``matches(result)`` says it fits the request."""
-        saved = self.load(stage)
-        if saved is None:
-            return None
-        if matches(saved):
-            return saved
-        warnings.warn(f"{self.file(stage)} was computed with other parameters; computing the {stage} stage "
-                      "again with the ones given.", WorkbenchWarning, stacklevel=3)
-        return None
+    def _options(self, **changes: Any) -> RunSpec:
+        return self.spec.replace(**changes)
 
     def calibration_set(self, *, size: int = 200, strategy: str = "stratified", seed: int = 0) -> Any:
-        """The calibration set saved by stage 10, or one curated (and saved) now."""
-        from .chain import CalibrationOptions
-        options = CalibrationOptions(n=size, strategy=strategy, seed=seed)
-        chain = self.chain()
-        saved = self._reuse("calibration", lambda c: chain.calibration_fits(c, options))
-        if saved is not None:
-            return saved
-        cal = chain.calibrate(options)
-        self.save("calibration", cal)
-        return cal
+        """The calibration set saved by stage 10, or one curated (and saved) now (``self.pipeline().calibrate()``
+        with these options)."""
+        return self.pipeline(self._options(calibration={"n": size, "strategy": strategy, "seed": seed})).calibrate()
 
     def quantized_model(self, *, recipe: str = "auto", calibration: Any) -> Any:
         """The INT8 model saved by stage 20, or the model quantized (and saved) now."""
-        chain = self.chain(recipe=recipe)
-        saved = self._reuse("quantize", lambda q: chain.quantized_fits(q, calibration))
-        if saved is not None:
-            return saved
-        q = chain.quantize(calibration, output=self.path / "model")
-        self.save("quantize", q)
-        return q
+        return self.pipeline(self._options(recipe=recipe)).quantize(calibration)
 
     def placement(self, *, quantized: Any, bsp: str | None = None) -> Any:
         """The placement report saved by stage 40, or the placement analysed (and saved) now.
 
         ``bsp``: the NXP BSP release whose rules decide; None takes a saved report of any release
         (stage 40's ``bsp`` parameter) and places a new one under the newest release."""
-        chain = self.chain(bsp=bsp)
-        saved = self._reuse("placement", lambda r: chain.placement_fits(r, quantized))
-        if saved is not None:
-            return saved
-        report = chain.place(quantized)
-        self.save("placement", report)
-        return report
+        return self.pipeline(self._options(bsp=bsp or "")).place(quantized)
 
     def deployable_model(self, quantized: Any, placement: Any = None, *, board: str | None = None) -> str:
-        """The file a board loads: the Vela-compiled model on an imx93 board, else the INT8 model.
-
-        On the host CPU (no ``board``) the plain INT8 model runs (the host has no Ethos-U)."""
-        if board and self.target == "imx93" and placement is not None and getattr(placement, "vela_model", None):
-            return placement.vela_model
+        """The file a board loads: the target's compiled model (``Target.deploys_compiled``) on a board,
+        else the INT8 model.  On the host CPU (no ``board``) the plain INT8 model runs (the host has no NPU)."""
+        from .targets import get_target
+        compiled = getattr(placement, "vela_model", None) if placement is not None else None
+        if board and compiled and get_target(self.target).deploys_compiled:
+            return str(compiled)
         return quantized.path
 
     # -- the manifest -------------------------------------------------------------------------
@@ -676,12 +690,14 @@ def summarize_run(run_dir: str | os.PathLike, *, targets: Any = None) -> RunSumm
     root = Path(run_dir)
     if isinstance(targets, str):
         targets = [t.strip() for t in targets.split(",") if t.strip()]
+    from .targets import target_ids
+    known = target_ids()
     if not targets:
-        targets = [t for t in TARGETS if (root / t).is_dir()]
+        targets = [t for t in known if (root / t).is_dir()]
     if not targets:
-        raise BatchError(f"{run_dir}: no target folders ({', '.join(TARGETS)}); run the stage notebooks "
+        raise BatchError(f"{run_dir}: no target folders ({', '.join(known)}); run the stage notebooks "
                          "or `workbench batch` first.")
     for t in targets:
-        check_choice("target", t, TARGETS, error=BatchError)
+        check_choice("target", t, known, error=BatchError)
     return RunSummary(run_id=root.name, targets=tuple(summarize_target(root, t) for t in targets))
 

@@ -3,6 +3,7 @@
 One module, one job:
 
 - :mod:`.pipeline`  ``run_batch`` (the verb, a short named pipeline) and :class:`BatchResult`;
+- :mod:`.options`   :class:`BatchOptions` and ``batch_request`` (keywords -> a RunSpec template + options);
 - :mod:`.execute`   papermill execution of one notebook, :class:`StageRun`, :class:`TargetRun`;
 - :mod:`.export`    self-contained, path-scrubbed HTML of an executed notebook;
 - :mod:`.summary`   ``summary.json``, ``summary.csv`` and ``index.html``;
@@ -28,6 +29,7 @@ _EXPORTS = {
     **dict.fromkeys(("EXIT_FAILED", "EXIT_OK", "STAGE_NAMES", "STAGE_NOTEBOOKS", "BatchResult", "run_batch"),
                     "workbench.batch.pipeline"),
     **dict.fromkeys(("write_index", "write_summary"), "workbench.batch.summary"),
+    **dict.fromkeys(("BatchOptions", "batch_request"), "workbench.batch.options"),
 }
 __all__ = sorted(_EXPORTS)
 

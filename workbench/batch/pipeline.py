@@ -32,13 +32,15 @@ from .._io import folder_lock
 from .._results import Result
 from .._validation import check_choice, check_plain, check_positive_int, check_range
 from ..errors import BatchError, require_file
-from ..evaluate.gate import Gate, GateResult, check_quality_gate, load_gate
+from ..evaluate.gate import GateResult, check_quality_gate, load_gate
+from ..pipeline.spec import RunSpec
 from ..runs import new_run_id, summarize_run
 from ..vocab import STAGE_NOTEBOOKS as _STAGE_NOTEBOOKS
 from ..vocab import SUMMARY_NOTEBOOK, TARGETS
 from . import console as _console
-from .execute import KERNEL, NOTEBOOKS_DIR, SWEEP_NOTEBOOK, Runner, StageRun, TargetRun, declared_parameters
+from .execute import NOTEBOOKS_DIR, SWEEP_NOTEBOOK, Runner, StageRun, TargetRun, declared_parameters
 from .export import Scrubber
+from .options import BatchOptions, batch_request
 from .summary import refresh_verdicts, write_crash_index, write_index, write_summary
 
 STAGE_NOTEBOOKS = tuple(_STAGE_NOTEBOOKS.values())
@@ -99,19 +101,16 @@ class BatchResult(Result):
 
 
 # -- the verb ----------------------------------------------------------------------------------
-def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference",
-              dataset: str = "digits-conditions", out: str | os.PathLike = "reports",
-              gate: str | os.PathLike | Gate | None = None, jobs: int = 1, run_id: str | None = None,
-              recipe: str = "auto", calibration_strategy: str = "stratified", calibration_size: int = 200,
-              seed: int = 0, board: str | Mapping[str, str] | None = None, timing_runs: int = 100,
-              timing_warmup: int = 10, stages: Sequence[str] | None = None,
-              replay: str | os.PathLike | None = None, record: str | os.PathLike | None = None,
-              parameters: Mapping[str, Any] | None = None,
-              target_parameters: Mapping[str, Mapping[str, Any]] | None = None,
-              kernel: str = KERNEL, notebooks_dir: str | os.PathLike | None = None,
-              timeout: float | None = None, progress: bool = True, reuse: bool = True,
-              quiet: bool = True, sweep: bool = False) -> BatchResult:
+def run_batch(targets: Sequence[str] | str = TARGETS, *, spec: RunSpec | None = None,
+              options: BatchOptions | None = None, **keywords: Any) -> BatchResult:
     """Execute the stage notebooks per target and write shareable reports to ``out``.
+
+    What each target computes is a :class:`~workbench.pipeline.RunSpec` (``spec``, a template without a
+    target: the batch sets each target and passes ``spec.to_parameters()`` to the stage notebooks); how the
+    batch runs is :class:`~workbench.batch.options.BatchOptions` (``options``).  Their fields may be given
+    as keywords instead (:func:`~workbench.batch.options.batch_request`): the spec's notebook parameters
+    (``model``, ``dataset``, ``recipe``, ``calibration_strategy``, ``calibration_size``, ``seed``,
+    ``input_spec``, ``bsp``, ``metric``, ``timing_runs``, ``timing_warmup``, ``replay``...) and the options below.
 
     Parameters
     ----------
@@ -145,11 +144,16 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
     """
     started = time.perf_counter()
     # 1. validate everything before the first kernel starts
+    spec, options = batch_request(spec, options, **keywords)
+    o = options
+    out, gate, jobs, run_id, board, record = o.out, o.gate, o.jobs, o.run_id, o.board, o.record
+    parameters, target_parameters, stages = o.parameters, o.target_parameters, o.stages
+    model, dataset, replay = spec.model, spec.dataset, spec.timing.replay or None
     targets = _targets(targets)
     check_positive_int("jobs", jobs, error=BatchError)
-    notebooks = Path(notebooks_dir) if notebooks_dir else NOTEBOOKS_DIR
+    notebooks = Path(o.notebooks_dir) if o.notebooks_dir else NOTEBOOKS_DIR
     stage_list = _stages(stages)
-    extra_notebooks = (SWEEP_NOTEBOOK,) if sweep else ()
+    extra_notebooks = (SWEEP_NOTEBOOK,) if o.sweep else ()
     for name in (*stage_list, *extra_notebooks, SUMMARY_NOTEBOOK):
         require_file(notebooks / f"{name}.ipynb", "stage notebook",
                      "run from a checkout of npu-workbench or pass notebooks_dir=", BatchError)
@@ -161,11 +165,13 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
     if not re.fullmatch(r"[A-Za-z0-9._-]+", run_id):
         raise BatchError(f"`run_id` must use letters, digits, '.', '_' or '-'. Got {run_id!r} instead.")
     run_dir = Path("runs") / run_id
-    common = {"model": _relative(model, out_dir), "dataset": _relative(dataset, out_dir), "recipe": recipe,
-              "calibration_strategy": calibration_strategy, "calibration_size": calibration_size, "seed": seed,
-              "timing_runs": timing_runs, "timing_warmup": timing_warmup, "run_dir": run_dir.as_posix(),
-              **({"replay": os.path.relpath(Path(replay).resolve(), out_dir)} if replay else {}),
-              **dict(parameters or {})}
+    # the spec's notebook parameters (every path relative to the kernels' working folder), then the extras
+    common = {k: v for k, v in spec.to_parameters().items() if k not in ("target", "board", "record")}
+    common.update({"model": _relative(model, out_dir), "dataset": _relative(dataset, out_dir),
+                   "run_dir": run_dir.as_posix(),
+                   **({"input_spec": _relative(spec.input_spec, out_dir)} if spec.input_spec else {}),
+                   **({"replay": os.path.relpath(Path(replay).resolve(), out_dir)} if replay else {}),
+                   **dict(parameters or {})})
     declared = {name: declared_parameters(notebooks / f"{name}.ipynb")
                 for name in (*stage_list, *extra_notebooks, SUMMARY_NOTEBOOK)}
     known = set().union(*declared.values())
@@ -179,8 +185,6 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
     for t, of_target in (target_parameters or {}).items():
         for name, value in of_target.items():
             check_plain(f"parameter {t}:{name}", value, error=BatchError)
-    check_positive_int("calibration_size", calibration_size, error=BatchError)
-    check_positive_int("timing_runs", timing_runs, error=BatchError)
     if replay is not None and not Path(replay).is_dir():
         raise BatchError(f"--replay {replay}: not a folder. Next: pass a folder written by `workbench bench "
                          "MODEL --board NAME --record DIR` (or a folder of such folders).")
@@ -188,10 +192,8 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
         raise BatchError("give --board (time on a board) or --replay (replay a recording), not both.")
     if record is not None and not board:
         raise BatchError("--record keeps a board session: it needs --board.")
-    if isinstance(timing_warmup, bool) or not isinstance(timing_warmup, int) or timing_warmup < 0:
-        raise BatchError(f"`timing_warmup` must be an integer >= 0. Got {timing_warmup!r} instead.")
-    if timeout is not None:
-        check_range("timeout", timeout, 0.0, None, error=BatchError, low_open=True)
+    if o.timeout is not None:
+        check_range("timeout", o.timeout, 0.0, None, error=BatchError, low_open=True)
     if out_dir.exists() and not out_dir.is_dir():
         raise BatchError(f"--out {out}: is {'a file' if out_dir.is_file() else 'not a folder'}; the batch writes "
                          "a folder of reports. Give a folder (new or existing).")
@@ -202,23 +204,23 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
             run_id = _unused_run_id(out_dir, run_id)
             run_dir = Path("runs") / run_id
             common["run_dir"] = run_dir.as_posix()
-        terminal = stack.enter_context(_console.quiet(out_dir / run_dir / "batch.log", enabled=quiet))
-        console = _console.Console(terminal, enabled=progress, width=max(len(t) for t in [*targets, "summary"]))
+        terminal = stack.enter_context(_console.quiet(out_dir / run_dir / "batch.log", enabled=o.quiet))
+        console = _console.Console(terminal, enabled=o.progress, width=max(len(t) for t in [*targets, "summary"]))
         log = out_dir / run_dir / "batch.log"
         console.line(f"batch {run_id}: {', '.join(targets)} x {len(stage_list)} stage(s), {min(jobs, len(targets))} "
-                     f"at a time; library output goes to {log if quiet else 'the terminal (--verbose)'}")
-        # 2. the reference model once, before parallel kernels would each train it
-        if model == "reference":
-            from ..models.reference import reference_model
-            console.line("preparing the built-in reference model (trained once, then cached)")
-            reference_model()
+                     f"at a time; library output goes to {log if o.quiet else 'the terminal (--verbose)'}")
+        # 2. a built-in model once, before parallel kernels would each train it
+        from ..models.builtin import builtin_model, is_builtin
+        if is_builtin(model):
+            console.line(f"preparing the built-in {model} model (trained once, then cached)")
+            builtin_model(model)
         # 3.-5. a crash from here on still leaves an index.html of this run (write_crash_index), never
         # the previous run's
         target_runs: tuple[TargetRun, ...] = ()
         try:
             # 3. targets
-            runner = Runner(out_dir, notebooks, kernel, timeout, progress, scrubber=Scrubber(out_dir),
-                            reuse_unchanged=reuse, console=console)
+            runner = Runner(out_dir, notebooks, o.kernel, o.timeout, o.progress, scrubber=Scrubber(out_dir),
+                            reuse_unchanged=o.reuse, console=console)
             plans = {t: {**common, "target": t, "board": boards.get(t, ""),
                          **({"record": os.path.relpath(Path(record).resolve() / t, out_dir)} if record else {}),
                          **dict((target_parameters or {}).get(t, {}))}
@@ -230,7 +232,7 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, model: str = "reference
             runner.close()
             # 4. the sweep across the targets (its own quantizations: independent of the stages' outputs)
             sweep_stage = None
-            if sweep:
+            if o.sweep:
                 sweep_params = {**common, "targets": ",".join(targets), "plots_dir": "sweep",
                                 "output": "sweep/sweep.json", "progress": False}
                 if isinstance(gate, (str, os.PathLike)):        # the batch's gate file is the sweep's gate too
@@ -277,8 +279,9 @@ def _targets(targets: Sequence[str] | str) -> list[str]:
     names = [t for t in names if t]
     if not names:
         raise BatchError("no targets given; use some of " + ", ".join(TARGETS) + ".")
+    from ..targets import target_ids
     for t in names:
-        check_choice("target", t, TARGETS, error=BatchError)
+        check_choice("target", t, target_ids(), error=BatchError)
     return list(dict.fromkeys(names))
 
 

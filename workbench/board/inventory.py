@@ -26,21 +26,41 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._results import Result
 from ..errors import BoardError
-from ..vocab import TARGETS
 
 DEFAULT_FILE = "boards.yaml"
 DEFAULT_WORKDIR = "/tmp/npu-workbench"
 DEFAULT_PYTHON = "python3"
+
+
+class _TypicalDelegates(Mapping[str, str]):
+    """The usual delegate library of each target, read from its table (``Target.delegate_path``)."""
+
+    def __getitem__(self, target: str) -> str:
+        from ..errors import TargetError
+        from ..targets import get_target
+        try:
+            return get_target(target).delegate_path
+        except TargetError:
+            raise KeyError(target) from None
+
+    def __iter__(self) -> Iterator[str]:
+        from ..targets import target_ids
+        return iter(target_ids())
+
+    def __len__(self) -> int:
+        from ..targets import target_ids
+        return len(target_ids())
+
+
 #: the usual delegate library of each target (used in messages only)
-TYPICAL_DELEGATE = {"imx8mp": "/usr/lib/libvx_delegate.so",
-                    "imx93": "/usr/lib/libethosu_delegate.so",
-                    "imx95": "/usr/lib/libneutron_delegate.so"}
+TYPICAL_DELEGATE: Mapping[Any, str] = _TypicalDelegates()
 
 _REQUIRED = ("destination", "target")
 _OPTIONAL = ("delegate", "benchmark_model", "workdir", "python", "ssh_config", "known_hosts",
@@ -142,8 +162,9 @@ def _check_board(name: Any, entry: Any, source: str) -> Board:
             raise BoardError(f"{where}: `{key}` must be a string. Got {entry[key]!r} instead.")
     parse_destination(entry["destination"], where=where)
     target = entry["target"]
-    if target not in TARGETS:
-        listed = ", ".join(repr(t) for t in TARGETS)
+    from ..targets import target_ids
+    if target not in target_ids():
+        listed = ", ".join(repr(t) for t in target_ids())
         raise BoardError(f"{where}: `target` must be one of {listed}. Got {target!r} instead.")
     for key in ("delegate", "benchmark_model", "workdir", "python", "ssh_config", "known_hosts"):
         value = entry.get(key)

@@ -246,23 +246,23 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
     check_range("margin_pp", margin_pp, 0.0, None, error=CalibrationError)
     check_positive_int("repeats", repeats, error=CalibrationError)
     source = getattr(model, "keras", model)
-    from ..chain import CalibrationOptions, StageChain
-    from ..evaluate.accuracy import compare_accuracy
+    from ..pipeline import CalibrationOptions, EvaluationOptions, MemoStore, Pipeline, RunSpec
 
-    chain = StageChain(source, data, recipe=recipe, input_spec=input_spec)
+    base = RunSpec(source, data, recipe=recipe, input_spec=input_spec or "",
+                   evaluation=EvaluationOptions(split=split, conditions=tuple(conditions or ())))
+    store = MemoStore()
     seeds = tuple(range(int(seed), int(seed) + repeats))
     sets, paths, shas = [], {}, {}
     for rep in seeds:
         for s in strategies:
-            cal = chain.calibrate(CalibrationOptions(n=n, strategy=s, seed=rep, pool=pool,
-                                                     condition_weights=dict(condition_weights)
-                                                     if condition_weights is not None else None))
-            qm = chain.quantize(cal)
+            weights = dict(condition_weights) if condition_weights is not None else None
+            pipe = Pipeline(base.replace(calibration=CalibrationOptions(n=n, strategy=s, seed=rep, pool=pool,
+                                                                        condition_weights=weights)), store)
+            cal = pipe.calibrate()
+            qm = pipe.quantize(cal)
             sets.append(cal)
             paths[f"{s}@{rep}"], shas[f"{s}@{rep}"] = qm.path, qm.sha256
-    report = compare_accuracy(fp32_model if fp32_model is not None else source, dict(paths), data,
-                              conditions=list(conditions) if conditions is not None else None, split=split,
-                              input_spec=input_spec)
+    report = Pipeline(base, store).compare(dict(paths), fp32_model=fp32_model)
     conds = tuple(dict.fromkeys(r.condition for r in report.rows if r.model in paths))
     from ..runs import ConditionAccuracy
     rows = []

@@ -26,6 +26,8 @@ from ..errors import (
     missing_file,
 )
 from ..evaluate.accuracy import AccuracyReport
+from ..pipeline.core import Pipeline
+from ..pipeline.store import MemoStore
 from ..placement.analyze import PlacementReport
 from ..quantize.engine import QuantizedModel
 from ..quantize.recipe import BACKENDS, CALIBRATORS, RECIPES
@@ -56,6 +58,9 @@ class ExplorerEngine:
         self.graded = dataset.name in BUILTIN      # synthetic conditions with a severity (recorded ones have none)
         self._datasets: dict[int, Any] = {}        # the dataset at each severity shown (built once each)
         self._memo: dict[tuple, Any] = {}
+        # the pipeline's results (quantizations: the quantize cache, which reports its hits); _memo keeps each
+        # step's warnings beside
+        self._store = MemoStore(stages=("calibration", "accuracy", "placement"))
         self.history: list[HistoryEntry] = []
         self.tool_output = ""          # converter/absl text the last update captured (kept out of the cell)
 
@@ -192,13 +197,23 @@ class ExplorerEngine:
             self._datasets[s.severity] = graded
         return self._datasets[s.severity]
 
+    def pipeline(self, settings: ExplorerSettings | None = None) -> Pipeline:
+        """The :class:`~workbench.pipeline.Pipeline` of ``settings`` (default: what the widgets show), its
+        results kept in the explorer's in-memory store (a setting seen before is a look-up)."""
+        from ..pipeline import EvaluationOptions, RunSpec
+        s = settings if settings is not None else self.settings
+        spec = RunSpec(self.keras_path, self.data(s), target=s.target, recipe=s.quant_recipe(),
+                       calibration=CalibrationOptions(n=s.calibration_size, strategy=s.calibration_strategy,
+                                                      seed=s.seed),
+                       evaluation=EvaluationOptions(split=SPLIT, conditions=tuple(s.conditions),
+                                                    seed=s.bootstrap_seed))
+        return Pipeline(spec, self._store)
+
     def _calibration(self, s: ExplorerSettings) -> CalibrationSet:
-        return self.chain(s).calibrate(CalibrationOptions(n=s.calibration_size, strategy=s.calibration_strategy,
-                                                          seed=s.seed))
+        return self.pipeline(s).calibrate()
 
     def _quantize(self, s: ExplorerSettings, calibration: CalibrationSet) -> QuantizedModel:
-        # not memoized here: the quantize cache is content-addressed and reports its own hits
-        return self.chain(s).quantize(calibration)
+        return self.pipeline(s).quantize(calibration)
 
     def _audit(self, s: ExplorerSettings, calibration: CalibrationSet, bits: int) -> CoverageAudit:
         from ..calibration.audit import audit_coverage
@@ -206,13 +221,10 @@ class ExplorerEngine:
                               conditions=s.conditions, activation_bits=bits)
 
     def _accuracy(self, s: ExplorerSettings, quantized: QuantizedModel) -> AccuracyReport:
-        from ..evaluate.accuracy import compare_accuracy
-        return compare_accuracy(self.keras_path, [quantized.path], self.data(s), conditions=list(s.conditions),
-                                split=SPLIT, names=[s.effective_recipe], seed=s.bootstrap_seed)
+        return self.pipeline(s).evaluate(quantized)
 
     def _placement(self, s: ExplorerSettings, quantized: QuantizedModel) -> PlacementReport:
-        return self.chain(s).place(quantized)
-
+        return self.pipeline(s).place(quantized)
 
 
 def _keras_path(model: Any) -> str:

@@ -102,15 +102,21 @@ class Pipeline:
         """FP32 against the INT8 model on every condition of the evaluation split (an ``AccuracyReport``)."""
         q = quantized if quantized is not None else self.quantize()
         spec, ev = self.spec, self.spec.evaluation
-
-        def compute() -> Any:
-            from ..evaluate.accuracy import compare_accuracy
-            return compare_accuracy(spec.fp32_model, {q.recipe.name: q.path}, spec.data, split=ev.split,
-                                    n_bootstrap=ev.n_bootstrap, seed=ev.seed, num_threads=ev.num_threads,
-                                    input_spec=spec.stage_input_spec, metric=ev.metric or None)
         return self._step("accuracy", {"model": q.sha256, "fp32": spec.fp32_model, "dataset": spec.dataset_hash,
                                        "options": ev.to_dict(), "contract": self._contract_key()},
-                          lambda saved: accuracy_fits(saved, q, spec), compute)
+                          lambda saved: accuracy_fits(saved, q, spec),
+                          lambda: self.compare({q.recipe.name: q.path}))
+
+    def compare(self, candidates: Any, *, fp32_model: Any = None) -> Any:
+        """The FP32 model (default: the spec's baseline) against several ``candidates`` (``{name: model}``) with
+        the spec's dataset, input contract and evaluation options, not kept in the store (the calibration
+        experiment compares its strategies this way)."""
+        from ..evaluate.accuracy import compare_accuracy
+        spec, ev = self.spec, self.spec.evaluation
+        return compare_accuracy(fp32_model if fp32_model is not None else spec.fp32_model, candidates, spec.data,
+                                split=ev.split, conditions=list(ev.conditions) or None, n_bootstrap=ev.n_bootstrap,
+                                seed=ev.seed, num_threads=ev.num_threads, input_spec=spec.contract,
+                                metric=ev.metric or None)
 
     def place(self, quantized: Any = None) -> Any:
         """Every op of the INT8 model placed on the target under the spec's BSP release."""

@@ -30,8 +30,10 @@ class EvaluationOptions(Result):
     n_bootstrap: int = 1000
     seed: int = 0
     num_threads: int | None = None
+    conditions: tuple[str, ...] = ()          # empty: every condition of the split
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "conditions", tuple(self.conditions or ()))
         check_positive_int("n_bootstrap", self.n_bootstrap, error=EvaluationError)
         if self.num_threads is not None:
             check_positive_int("num_threads", self.num_threads, error=EvaluationError)

@@ -26,7 +26,7 @@ from typing import Any
 
 from .._validation import check_choice
 from ..errors import BatchError, TargetError
-from ..vocab import AUTO_RECIPE, STAGES, TARGETS
+from ..vocab import AUTO_RECIPE, STAGES
 from .options import CalibrationOptions, EvaluationOptions, PlacementOptions, TimingSettings
 
 __all__ = ["OPTION_GROUPS", "OPTION_PARAMETERS", "RunSpec", "parameter_names"]
@@ -40,7 +40,7 @@ OPTION_PARAMETERS: dict[tuple[str, str], str | None] = {
     ("calibration", "n"): "calibration_size", ("calibration", "strategy"): "calibration_strategy",
     ("calibration", "seed"): "seed", ("calibration", "condition_weights"): None, ("calibration", "pool"): None,
     ("evaluation", "metric"): "metric", ("evaluation", "split"): None, ("evaluation", "n_bootstrap"): None,
-    ("evaluation", "seed"): None, ("evaluation", "num_threads"): None,
+    ("evaluation", "seed"): None, ("evaluation", "num_threads"): None, ("evaluation", "conditions"): None,
     ("placement", "use_compiler"): None,
     ("timing", "board"): "board", ("timing", "replay"): "replay", ("timing", "record"): "record",
     ("timing", "runs"): "timing_runs", ("timing", "warmup"): "timing_warmup",
@@ -109,7 +109,8 @@ class RunSpec:
         if self.target in ("", None):
             object.__setattr__(self, "target", None)
         else:
-            check_choice("target", self.target, TARGETS, error=TargetError)
+            from ..targets import target_ids
+            check_choice("target", self.target, target_ids(), error=TargetError)
         object.__setattr__(self, "bsp", self.bsp or "")
         object.__setattr__(self, "input_spec", "" if self.input_spec is None else self.input_spec)
         for name, kind in OPTION_GROUPS.items():
@@ -118,8 +119,9 @@ class RunSpec:
                 object.__setattr__(self, name, kind(**value))
             elif not isinstance(value, kind):
                 raise TypeError(f"`{name}` must be a {kind.__name__}. Got {type(value).__name__} instead.")
-        from ..chain import resolve_recipe
-        resolve_recipe(self.recipe, self.target)       # "auto" without a target: refused now, resolved or not
+        if resolve or self.target is not None:
+            from ..chain import resolve_recipe
+            resolve_recipe(self.recipe, self.target)   # "auto" without a target: refused (a template may leave it)
         if resolve:
             self._resolve()
 
@@ -209,14 +211,17 @@ class RunSpec:
                 changes[name] = dataclasses.replace(getattr(self, name), **changes[name])
         if "dataset" not in changes and self.data is not None:
             changes["dataset"] = self.data
-        return dataclasses.replace(self, **changes, resolve=self.resolved)
+        new = dataclasses.replace(self, **changes, resolve=self.resolved)
+        if "contract" in self.__dict__ and not {"model", "input_spec"} & set(changes):
+            new.__dict__["contract"] = self.__dict__["contract"]     # same model and input_spec: read once
+        return new
 
     # -- notebook parameters -------------------------------------------------------------------
     def to_parameters(self, *, stage: str | None = None) -> dict[str, Any]:
         """The notebook parameters of this spec (plain values: what papermill writes into a parameters
         cell); ``stage``: only those the stage's notebook declares."""
         out: dict[str, Any] = {}
-        for f in _top_fields():
+        for f in _top_fields(type(self)):
             value = getattr(self, f.name)
             if f.name == "dataset" and not isinstance(value, (str, os.PathLike)):
                 value = getattr(value, "name", value)
@@ -232,7 +237,7 @@ class RunSpec:
     def from_parameters(cls, parameters: Mapping[str, Any], *, resolve: bool = True, **overrides: Any) -> RunSpec:
         """The spec of a notebook's (or the CLI's) parameters: the names :func:`parameter_names` lists are
         read, every other name is ignored (a notebook passes ``globals()``); ``overrides`` are fields."""
-        top = {f.name: parameters[f.name] for f in _top_fields() if f.name in parameters}
+        top = {f.name: parameters[f.name] for f in _top_fields(cls) if f.name in parameters}
         groups: dict[str, dict[str, Any]] = {g: {} for g in OPTION_GROUPS}
         for (group, name), parameter in OPTION_PARAMETERS.items():
             if parameter is not None and parameter in parameters:
@@ -248,8 +253,8 @@ class RunSpec:
                 f"{self.calibration.summary()}")
 
 
-def _top_fields() -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(RunSpec) if f.init and f.name not in OPTION_GROUPS
+def _top_fields(cls: type | None = None) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls or RunSpec) if f.init and f.name not in OPTION_GROUPS
             and f.name not in _NOT_PARAMETERS]
 
 

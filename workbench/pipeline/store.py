@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,7 +64,12 @@ class RunFolderStore:
         self.folder = folder
 
     def get(self, stage: str, key: str) -> Any | None:
-        return self.folder.load(stage)
+        from ..errors import BatchError
+        try:
+            return self.folder.load(stage)
+        except BatchError as exc:            # a damaged record is never trusted: computed again, rewritten whole
+            warnings.warn(f"{exc} Computing the {stage} stage again.", WorkbenchWarning, stacklevel=4)
+            return None
 
     def put(self, stage: str, key: str, result: Any, params: dict[str, Any]) -> None:
         self.folder.save(stage, result, params=params)
@@ -80,16 +86,21 @@ class RunFolderStore:
 
 
 class MemoStore:
-    """An in-memory memo: ``{(stage, key): result}`` (the explorer: a setting seen before is a look-up)."""
+    """An in-memory memo: ``{(stage, key): result}`` (the explorer: a setting seen before is a look-up).
 
-    def __init__(self) -> None:
+    ``stages``: the stages kept (default all); the explorer leaves ``quantize`` to the quantize cache, which
+    is content-addressed too and says when it was a hit."""
+
+    def __init__(self, stages: Iterable[str] | None = None) -> None:
         self.memo: dict[tuple[str, str], Any] = {}
+        self.stages = None if stages is None else frozenset(stages)
 
     def get(self, stage: str, key: str) -> Any | None:
         return self.memo.get((stage, key))
 
     def put(self, stage: str, key: str, result: Any, params: dict[str, Any]) -> None:
-        self.memo[(stage, key)] = result
+        if self.stages is None or stage in self.stages:
+            self.memo[(stage, key)] = result
 
     def output(self, stage: str) -> None:
         return None

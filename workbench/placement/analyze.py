@@ -284,7 +284,7 @@ def analyze_placement(model: str | os.PathLike, target: str | Target, *, use_vel
         compiler, version = "vela", vela_run.vela_version
         placements = _fork_notes(placements, tgt, vela_run.vela_version)
         runs, disagreements = _compare_vela(graph, tgt, placements, vela_run, vela_versions, use_cache)
-    elif tgt.id == "imx95" and use_converter and (converter := neutron_converter()) is not None:
+    elif tgt.compiler == "neutron-converter" and use_converter and (converter := neutron_converter()) is not None:
         placements = _converter_placements(graph, tgt, path, converter)
         authority, kind = Path(converter).name, "neutron-converter"
         compiler, version = kind, ""
@@ -292,7 +292,7 @@ def analyze_placement(model: str | os.PathLike, target: str | Target, *, use_vel
         placements = tuple(_rule_placement(graph, tgt, op) for op in graph.ops)
         authority, kind = "rule table (predicted)", "predicted"
         compiler, version = "rule table", table_version
-        if tgt.id == "imx95":
+        if tgt.compiler == "neutron-converter" and use_converter:
             notes.append("neutron-converter was not found on PATH: placement predicted from the table.")
         if tgt.authority == "vela":
             notes.append(f"Vela was not run (use_vela=False): placement predicted from the table that "

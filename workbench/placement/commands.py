@@ -138,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
     versions = _versions(args.vela_versions)
     reports = [analyze_placement(args.model, t, use_vela=not args.no_vela, vela_output=args.vela_output,
                                  bsp=_bsp_for(t, args.bsp, len(ids)),
-                                 vela_versions=versions if t == "imx93" else None) for t in ids]
+                                 vela_versions=versions if get_target(t).compiler == "vela" else None)
+               for t in ids]
     text = "\n\n".join(format_report(r, all_ops=args.ops) for r in reports)
     if len(reports) == 1:
         emit(reports[0], as_json=args.json, text=text)

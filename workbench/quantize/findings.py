@@ -148,19 +148,33 @@ def weight_findings(insp: ModelInspection, *, target: str = "") -> list[Finding]
     return out
 
 
+def _per_channel_fast(target: str | None) -> bool | None:
+    """The target's table says whether per-channel weights run at full speed (None: no target, or unknown)."""
+    if not target:
+        return None
+    from ..errors import TargetError
+    from ..targets import get_target
+    try:
+        return get_target(target).per_channel_fast
+    except TargetError:
+        return None
+
+
 def _what_target_allows(target: str) -> str:
-    if target == "imx8mp":
-        return ("imx8mp takes per-channel weights but runs them slower: per-tensor with cross-layer "
+    fast = _per_channel_fast(target)
+    if fast is False:
+        return (f"{target} takes per-channel weights but runs them slower: per-tensor with cross-layer "
                 "equalisation (a8w8_pt+cle) keeps per-tensor speed")
-    if target in ("imx93", "imx95"):
+    if fast:
         return f"{target} runs per-channel weights (a8w8_pc)"
     return "use per-channel weights (a8w8_pc), or a8w8_pt+cle where per-tensor is required"
 
 
 def _collapse_next_step(target: str) -> str:
-    if target == "imx8mp":
+    fast = _per_channel_fast(target)
+    if fast is False:
         return "Quantize with a8w8_pt+cle (cross-layer equalisation), or a8w8_pc if the slowdown is acceptable."
-    if target in ("imx93", "imx95"):
+    if fast:
         return f"Quantize with a8w8_pc (per-channel weights): {target} runs them on the NPU."
     return "Quantize with a8w8_pc (per-channel), or a8w8_pt+cle where the target needs per-tensor weights."
 

@@ -4,9 +4,10 @@
 cell's recipe and exclusions, measure accuracy per condition (FP32 against INT8,
 paired bootstrap CIs), place every op on the target, then the latency: Vela's
 estimate on imx93, and on every target the host CPU (labelled: not an NPU).
-The stages are the workbench's own (``curate_calibration_set``, ``quantize``,
-``compare_accuracy``, ``analyze_placement``); each caches its own work, and the
-cell's result is cached as JSON so a rerun of the sweep is all cache hits.
+The stages are the pipeline's (:class:`~workbench.pipeline.Pipeline` on the cell's
+:class:`~workbench.pipeline.RunSpec`, its stage results kept in a :class:`~workbench.pipeline.CellStore`
+shared by the cells of a quantization group), and the cell's result is cached as JSON so a rerun
+of the sweep is all cache hits.
 
 A cell never raises: an error becomes a :class:`CellResult` with ``error`` set
 (its type and message), so one failing cell never stops a sweep.
@@ -106,10 +107,11 @@ def cell_key(cell: SweepCell, spec: SweepSpec, model_sha: str, dataset_hash: str
     from ..quantize.recipe import get_recipe
     package = Path(__file__).parents[1]   # the sweep's code and the placement rules/compiler choice it relies on
     code = stable_hash([sha256_file(package / f) for f in ("sweep/cell.py", "sweep/plan.py", "placement/analyze.py",
-                                                           "placement/vela.py")])
+                                                           "placement/vela.py", "pipeline/core.py")])
     backend = get_recipe(cell.recipe).backend
     vela = None
-    if cell.target == "imx93" and spec.use_vela:
+    from ..targets import get_target
+    if get_target(cell.target).compiler == "vela" and spec.use_vela:
         from importlib import metadata
         try:
             vela = metadata.version("ethos-u-vela")
@@ -117,20 +119,21 @@ def cell_key(cell: SweepCell, spec: SweepSpec, model_sha: str, dataset_hash: str
             vela = "absent"
     return stable_hash({"cell": cell.to_dict(), "model": model_sha, "dataset": dataset_hash, "code": code,
                         "seed": spec.seed, "n_bootstrap": spec.n_bootstrap, "use_vela": spec.use_vela,
-                        "host_cpu": spec.time_host_cpu, "toolchain": _toolchain(backend), "vela": vela})[:24]
+                        "host_cpu": spec.time_host_cpu, "toolchain": _toolchain(backend), "vela": vela,
+                        **({"input_spec": _input_spec_key(spec.input_spec)} if spec.input_spec else {})})[:24]
+
+
+def _input_spec_key(input_spec: Any) -> Any:
+    """What the cell key holds of the sweep's input contract: a card file's bytes, else the value."""
+    if isinstance(input_spec, (str, os.PathLike)) and Path(input_spec).is_file():
+        return sha256_file(input_spec)
+    return input_spec
 
 
 @lru_cache(maxsize=4)
 def _dataset(name: str) -> Any:
     from ..data.loaders import load_dataset
     return load_dataset(name)
-
-
-@lru_cache(maxsize=4)
-def _contract(model_path: str, model_sha: str) -> Any:
-    """The model's input contract, once per process (resolving it loads the model)."""
-    from ..models.contract import resolve_contract
-    return resolve_contract(model_path)
 
 
 def _threads() -> int | None:
@@ -204,24 +207,44 @@ def _replace(result: CellResult, **changes: Any) -> CellResult:
     return dataclasses.replace(result, **changes)
 
 
+_BASE_SPECS: dict[tuple[str, str, str, str], Any] = {}
+
+
+def cell_spec(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any, model_sha: str) -> Any:
+    """The :class:`~workbench.pipeline.RunSpec` of one cell: the sweep's model, dataset and input contract
+    (resolved once per process and model), the cell's target, recipe (with its exclusions), calibration
+    strategy and size, the sweep's seed, bootstrap draws and compiler choice."""
+    from ..pipeline import CalibrationOptions, EvaluationOptions, PlacementOptions, RunSpec
+    from ..quantize.recipe import get_recipe
+    key = (model_path, model_sha, data.hash, str(spec.input_spec))
+    base = _BASE_SPECS.get(key)
+    if base is None:
+        base = _BASE_SPECS[key] = RunSpec(model_path, data, target=cell.target, recipe=cell.recipe,
+                                          input_spec=spec.input_spec)
+        base.contract               # noqa: B018 - read once here (it loads the model), kept by every replace()
+    recipe = get_recipe(cell.recipe, exclude=cell.exclude) if cell.exclude else cell.recipe
+    return base.replace(target=cell.target, recipe=recipe,
+                        calibration=CalibrationOptions(n=cell.size, strategy=cell.strategy, seed=spec.seed),
+                        evaluation=EvaluationOptions(n_bootstrap=spec.n_bootstrap, seed=spec.seed,
+                                                     num_threads=_threads()),
+                        placement=PlacementOptions(use_compiler=spec.use_vela))
+
+
 def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any, model_sha: str) -> CellResult:
     import warnings
 
-    from ..calibration.curate import curate_calibration_set
     from ..errors import WorkbenchWarning
-    from ..evaluate.accuracy import compare_accuracy
-    from ..placement.analyze import analyze_placement
-    from ..quantize.engine import quantize
+    from ..pipeline import CellStore, Pipeline
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WorkbenchWarning)
-        calib = curate_calibration_set(data, cell.size, strategy=cell.strategy, seed=spec.seed)
-        qm = quantize(model_path, cell.recipe, calib, dataset=data, exclude=cell.exclude)
-        report = compare_accuracy(model_path, {"int8": qm}, data, n_bootstrap=spec.n_bootstrap, seed=spec.seed,
-                                  input_spec=_contract(model_path, model_sha), num_threads=_threads())
-        placement = analyze_placement(qm.path, cell.target, use_vela=spec.use_vela)
+        pipe = Pipeline(cell_spec(cell, spec, model_path, data, model_sha), CellStore())
+        qm = pipe.quantize()
+        report = pipe.evaluate(qm)
+        placement = pipe.place(qm)
+    candidate = qm.recipe.name
     scores = []
     for cond in report.conditions:
-        row = report.row(cond, "int8")
+        row = report.row(cond, candidate)
         scores.append(ConditionScore(condition=cond, fp32=report.accuracy(cond, report.reference), int8=row.accuracy,
                                      drop_pp=row.drop_pp, drop_ci_low=row.drop_ci_low, drop_ci_high=row.drop_ci_high,
                                      n=row.n))

@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="tradeoff", metavar="M",
                    help="'tradeoff' (default), 'reference' or a Keras/SavedModel/ONNX path every worker can read")
     p.add_argument("--data", "--dataset", dest="data", default="digits-conditions", help="dataset name or path")
+    from ..evaluate.commands import add_input_spec_flag
+    add_input_spec_flag(p)
     p.add_argument("--targets", type=_csv, default=TARGETS, help=f"comma-separated (default {','.join(TARGETS)})")
     p.add_argument("--recipes", type=_csv, default=DEFAULT_RECIPES,
                    help=f"comma-separated recipe names, +cle/+bc allowed (default {','.join(DEFAULT_RECIPES)})")
@@ -61,7 +63,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from .run import sweep
     spec = SweepSpec(model=args.model, dataset=args.data, targets=args.targets, recipes=args.recipes,
                      strategies=args.strategies, sizes=args.sizes, exclusions=args.exclusions,
-                     use_vela=not args.no_vela)
+                     use_vela=not args.no_vela, input_spec=args.input_spec or "")
     result = sweep(args.model, spec=spec, gate=args.gate, executor="serial" if args.serial else "dask",
                    scheduler=args.scheduler, workers=args.workers, cache=not args.no_cache,
                    progress=not args.no_progress, plots=args.plots)

@@ -75,6 +75,7 @@ class SweepSpec(Result):
     use_vela: bool = True
     time_host_cpu: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    input_spec: str = ""            # the model's input contract (a card YAML path); empty: the card beside it
 
     def command(self) -> str:
         """The ``workbench sweep`` command line that runs this spec (the sweep report states it)."""
@@ -83,10 +84,12 @@ class SweepSpec(Result):
                          "--targets", ",".join(self.targets), "--recipes", ",".join(self.recipes),
                          "--strategies", ",".join(self.strategies), "--sizes", ",".join(map(str, self.sizes)),
                          "--exclusions", ",".join(self.exclusions)]
-                        + (["--no-vela"] if not self.use_vela else []))
+                        + (["--no-vela"] if not self.use_vela else [])
+                        + (["--input-spec", shlex.quote(self.input_spec)] if self.input_spec else []))
 
     def __post_init__(self) -> None:
         from ..quantize.recipe import get_recipe
+        from ..targets import target_ids
         for name in ("targets", "recipes", "strategies", "sizes", "exclusions"):
             value = getattr(self, name)
             if isinstance(value, str):          # "a,b" from a notebook parameter or the CLI
@@ -103,7 +106,7 @@ class SweepSpec(Result):
                 raise SweepError(f"`{name}` must name at least one value. Got an empty list instead.")
             object.__setattr__(self, name, value)
         for t in self.targets:
-            check_choice("target", t, TARGETS, error=SweepError)
+            check_choice("target", t, target_ids(), error=SweepError)
         for s in self.strategies:
             check_choice("strategy", s, STRATEGIES, error=SweepError)
         for r in self.recipes:
@@ -157,23 +160,24 @@ def resolve_exclusions(spec: SweepSpec, model_path: str, dataset: Any) -> dict[t
     names = [e for e in spec.exclusions if e != "none"]
     if not names:
         return {}
-    from ..calibration.curate import curate_calibration_set
-    from ..placement.analyze import analyze_placement
-    from ..quantize.engine import quantize
+    from ..pipeline import CalibrationOptions, MemoStore, Pipeline, PlacementOptions, RunSpec
     from ..quantize.layer_errors import layer_errors
     recipe = next((r for r in spec.recipes if "+" not in r), spec.recipes[0])
-    calib = curate_calibration_set(dataset, spec.sizes[0], strategy=spec.strategies[0], seed=spec.seed)
+    base = RunSpec(model_path, dataset, target=spec.targets[0], recipe=recipe, input_spec=spec.input_spec,
+                   calibration=CalibrationOptions(n=spec.sizes[0], strategy=spec.strategies[0], seed=spec.seed),
+                   placement=PlacementOptions(use_compiler=spec.use_vela))
+    store = MemoStore()            # one calibration, one quantization per recipe, shared by the targets
+    calib = Pipeline(base, store).calibrate()
     out: dict[tuple[str, ...], tuple[str, ...]] = {}
     if "cpu-ops" in names:
         for r in spec.recipes:
-            qm = quantize(model_path, r, calib, dataset=dataset)
             for t in spec.targets:
-                report = analyze_placement(qm.path, t, use_vela=spec.use_vela)
+                report = Pipeline(base.replace(target=t, recipe=r), store).place()
                 out[(t, "cpu-ops", r)] = tuple(sorted({o.type for o in report.ops if o.placement == "CPU"
                                                        and o.type not in ("QUANTIZE", "DEQUANTIZE")}))
     worst = [e for e in names if e.startswith("worst-")]
     if worst:
-        errors = layer_errors(model_path, recipe, calib, dataset=dataset)
+        errors = layer_errors(model_path, recipe, calib, dataset=base.data)
         ranked = [r.tensor for r in errors.worst(len(errors.rows))
                   if r.op not in ("QUANTIZE", "DEQUANTIZE") and r.tensor]
         for e in worst:

@@ -45,9 +45,10 @@ class Constraint:
     check: OpCheck = field(repr=False, compare=False)
     applies_to: frozenset[str] | None = None
     source: str = ""
+    exempt: frozenset[str] = frozenset()     # op types the rule does not apply to (an exception, as data)
 
     def applies(self, op: OpInfo) -> bool:
-        return self.applies_to is None or op.type in self.applies_to
+        return (self.applies_to is None or op.type in self.applies_to) and op.type not in self.exempt
 
     def evaluate(self, graph: TFLiteGraph, op: OpInfo) -> Reason | None:
         if not self.applies(op):
@@ -56,7 +57,8 @@ class Constraint:
         return None if detail is None else Reason(self.id, detail)
 
     def describe_scope(self) -> str:
-        return "all ops" if self.applies_to is None else ", ".join(sorted(self.applies_to))
+        scope = "all ops" if self.applies_to is None else ", ".join(sorted(self.applies_to))
+        return scope + (f" except {', '.join(sorted(self.exempt))}" if self.exempt else "")
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,11 @@ class Target:
     compiler_estimates_latency: bool = False   # the compiler reports a latency estimate (Vela)
     deploys_compiled: bool = False       # the board loads the compiler's output, not the INT8 .tflite
     per_channel_fast: bool = True        # per-channel weights run at per-tensor speed on this NPU
+
+    @property
+    def delegate_path(self) -> str:
+        """Where the BSP usually installs the delegate library on the board."""
+        return self.delegate if self.delegate.startswith("/") else f"/usr/lib/{self.delegate}"
 
     @property
     def default_bsp(self) -> str:

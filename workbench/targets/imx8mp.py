@@ -86,10 +86,8 @@ def _op_map(graph: TFLiteGraph, op: OpInfo) -> str | None:
     return f"{label(op)}: {kind} {op.type} is not registered in the VX delegate op map"
 
 
-def _input_dtype(dtype: str, exempt: frozenset[str] = frozenset()):
+def _input_dtype(dtype: str):
     def check(graph: TFLiteGraph, op: OpInfo) -> str | None:
-        if op.type in exempt:
-            return None
         return first(f"{label(op)} input '{t.name}' is {dtype}"
                      for t in graph.op_inputs(op) if t.dtype == dtype)
     return check
@@ -400,7 +398,7 @@ CONSTRAINTS = (
     C("vx.op_map", "The builtin must be registered in the VX delegate op map (95 builtins); "
       "otherwise it falls back to TFLite on the CPU.", _op_map, None, "npu-facts.md §1.2 (" + SRC_OPMAP + ")"),
     C("vx.generic.int64_input", "No input tensor may be INT64 (except BROADCAST_TO).",
-      _input_dtype("INT64", ops_set("BROADCAST_TO")), None, SRC_13 + " OpMapperBase::IsSupported"),
+      _input_dtype("INT64"), None, SRC_13 + " OpMapperBase::IsSupported", exempt=ops_set("BROADCAST_TO")),
     C("vx.generic.string_input", "No input tensor may be STRING.", _input_dtype("STRING"), None,
       SRC_13 + " OpMapperBase::IsSupported"),
     C("vx.generic.rank", f"Input tensors must have rank <= {MAX_RANK}.", _rank, None,
