@@ -176,10 +176,21 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def test_cli_prints_the_departing_op_and_refuses_bad_input(digits_int8, tmp_path):
+def test_cli_prints_the_departing_op_draws_it_on_the_graph_and_refuses_bad_input(digits_int8, tmp_path):
     proc = _cli(str(digits_int8), "--local", "--kernels", "reference", "--data", "digits-conditions",
-                "--samples", "2", "--target", "imx8mp")
+                "--samples", "2", "--target", "imx8mp", "--graph", str(tmp_path / "g.html"),
+                "--out", str(tmp_path / "r.json"))
     assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    page = (tmp_path / "g.html").read_text()
+    assert "<svg" in page and "Host against board, tensor by tensor" in page
+    if result["first_divergence"]:                       # the first departing op is marked on the graph
+        op = result["first_divergence"]["op_index"]
+        assert f"#{op} {result['first_divergence']['op']}</text>" in page
+        assert page.count("board departs first") == 1
+    assert page.count("board") >= len({t["op_index"] for t in result["compared"] if t["op_index"] is not None})
+    again = _cli(str(digits_int8), "--local", "--data", "digits-conditions", "--graph", str(tmp_path / "g.html"))
+    assert again.returncode == 2 and "--graph" in again.stderr and "is not overwritten" in again.stderr
     assert "first departure at op #" in proc.stdout and "finding: error board.tensor-divergence" in proc.stdout \
         or "agree bit-exact op by op" in proc.stdout
     assert "on imx8mp" in proc.stdout or "agree" in proc.stdout

@@ -156,6 +156,9 @@ def _register_bisect(subparsers: argparse._SubParsersAction) -> None:
                    help="keep each board run's raw output (with its sha256) in DIR, to --replay it later")
     p.add_argument("--out", metavar="FILE.json", default=None,
                    help="write the result as JSON (read by `workbench findings` and the reports)")
+    p.add_argument("--graph", metavar="FILE.html", default=None,
+                   help="write the model's graph with the bisection drawn on it (first departing op marked, each "
+                        "compared op's agreement; placement chips with --target) as one HTML file")
     add_json_flag(p)
     p.set_defaults(func=_bisect)
 
@@ -169,7 +172,7 @@ def _bisect(args: argparse.Namespace) -> int:
                         target=args.target, boards_file=args.boards_file, ssh_config=args.ssh_config,
                         known_hosts=args.known_hosts, python=args.python, delegate=args.delegate,
                         workdir=args.workdir, connect_timeout=args.connect_timeout,
-                        command_timeout=args.timeout, record=args.record, out=args.out)
+                        command_timeout=args.timeout, record=args.record, out=args.out, graph=args.graph)
     from ..findings import findings_for
     lines = [result.summary()]
     seen: dict[int, str] = {}

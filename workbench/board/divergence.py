@@ -144,10 +144,12 @@ class BisectResult(Result):
 
     def _repr_html_(self) -> str:
         from .. import display
+        last = {t.tensor: t for t in self.compared}          # each tensor once, as last compared, in op order
+        shown = sorted(last.values(), key=lambda t: (t.op_index if t.op_index is not None else 1 << 30, t.tensor))
         rows = [(t.tensor, t.op_index if t.op_index is not None else "-", t.op or "input", short_name(t.name),
                  t.differing,
                  t.values, f"{t.max_code_diff:g}", "-" if t.sqnr_db is None else f"{t.sqnr_db:.1f}",
-                 "agrees" if t.agrees else "DEPARTS") for t in self.compared]
+                 "agrees" if t.agrees else "DEPARTS") for t in shown]
         return (display.heading("Host against board, tensor by tensor")
                 + display.paragraph(self.summary())
                 + display.table(("tensor", "op #", "op", "name", "codes differing", "values", "max diff",
@@ -548,6 +550,32 @@ def _placed(result: BisectResult, graph: Any, placement: Any) -> BisectResult:
     return result
 
 
+def divergence_graph(result: BisectResult, model: str | os.PathLike, placements: Any = None) -> Any:
+    """The model's graph (:func:`workbench.placement.graph.model_graph`) with the bisection drawn on it: the
+    first departing op marked, and each compared op's output labelled with its host-vs-board agreement.
+    ``placements`` (``{target: PlacementReport}``) adds the placement chips."""
+    from dataclasses import replace as _replace
+
+    from ..placement.graph import ModelGraph, model_graph
+    g: ModelGraph = model_graph(model, placements or {})
+    last: dict[int, TensorAgreement] = {}
+    for c in result.compared:                  # the last comparison of each op's output wins
+        if c.op_index is not None:
+            last[c.op_index] = c
+    first = result.first_divergence.op_index if result.first_divergence else None
+    ops = []
+    for o in g.ops:
+        t = last.get(o.index)
+        if t is None:
+            ops.append(o)
+            continue
+        text = "bit-exact" if t.differing == 0 else (f"{t.differing}/{t.values} codes differ, max "
+                                                      f"{t.max_code_diff:g}")
+        state = "first" if o.index == first else "agrees" if t.agrees else "departs"
+        ops.append(_replace(o, board=text, board_state=state))
+    return _replace(g, ops=tuple(ops))
+
+
 def findings(result: BisectResult, *, target: str = "", **_: Any) -> list:
     """``board.tensor-divergence``: the first departing op (a warning when the outputs still agree)."""
     from ..findings import make
@@ -581,7 +609,8 @@ def run_bisect(model: str | os.PathLike, *, data: Any, board: str | None = None,
                known_hosts: str | os.PathLike | None = None, python: str | None = None,
                delegate: str | None = None, workdir: str | None = None, connect_timeout: float = 10.0,
                command_timeout: float = 900.0, record: str | os.PathLike | None = None,
-               out: str | os.PathLike | None = None, placement: bool = True) -> BisectResult:
+               out: str | os.PathLike | None = None, placement: bool = True,
+               graph: str | os.PathLike | None = None) -> BisectResult:
     """``workbench bisect``: resolve where, sample the inputs, bisect, record and write the result."""
     from .._io import atomic_write_text, sha256_bytes, sha256_file, to_json
     from .._validation import check_positive_int
@@ -597,8 +626,9 @@ def run_bisect(model: str | os.PathLike, *, data: Any, board: str | None = None,
         raise BoardError(f"`tolerance` must be a whole number of codes >= 0. Got {tolerance!r} instead.")
     if record is not None and (local or replay):
         raise BoardError("`record` keeps a board session: use it with `board` or `host`.")
-    if out is not None and Path(out).exists():
-        raise BoardError(f"--out {str(out)!r} exists; it is not overwritten. Next: name a new file.")
+    for flag, value in (("--out", out), ("--graph", graph)):
+        if value is not None and Path(value).exists():
+            raise BoardError(f"{flag} {str(value)!r} exists; it is not overwritten. Next: name a new file.")
     path = Path(model)
     if not path.is_file():
         raise ModelError(f"model file {str(path)!r} does not exist. Next: pass the INT8 .tflite deployed on "
@@ -610,10 +640,12 @@ def run_bisect(model: str | os.PathLike, *, data: Any, board: str | None = None,
     if replay is not None:
         runner = ReplayRunner(replay, sha256_file(path))
         recorded = runner.settings
-        for key, value in (("feeds_sha256", feeds_sha), ("tolerance", tolerance), ("host_kernels", host_kernels)):
-            if key in recorded and recorded[key] != value:
+        checks: tuple[tuple[str, object], ...] = (("feeds_sha256", feeds_sha), ("tolerance", tolerance),
+                                                  ("host_kernels", host_kernels))
+        for key, expected in checks:
+            if key in recorded and recorded[key] != expected:
                 raise BoardError(f"the recording in {replay} was made with {key} {recorded[key]!r}, this replay "
-                                 f"has {value!r} (data, condition, samples and seed decide the inputs). Next: "
+                                 f"has {expected!r} (data, condition, samples and seed decide the inputs). Next: "
                                  "replay with the settings it was recorded with.")
         target = target or recorded.get("target")
     else:
@@ -649,9 +681,16 @@ def run_bisect(model: str | os.PathLike, *, data: Any, board: str | None = None,
                                                        "board runs, each with its sha256)",))
     if out is not None:
         atomic_write_text(out, to_json(result.to_dict(), indent=2) + "\n")
+    if graph is not None:
+        from .. import display
+        drawn = divergence_graph(result, path, {target: report} if report is not None and target else None)
+        page = (f"<!doctype html><meta charset='utf-8'><title>{display.esc(path.name)}: host vs board</title>"
+                f"<body style='font-family:sans-serif;max-width:1200px'>{result._repr_html_()}"
+                f"{drawn._repr_html_()}</body>")
+        atomic_write_text(graph, page)
     return result
 
 
 __all__ = ["BisectResult", "BoardRunner", "Candidate", "HostRunner", "ReplayRunner", "TensorAgreement",
-           "bisect", "candidates", "compare_tensor", "max_board_runs", "sample_inputs",
+           "bisect", "candidates", "divergence_graph", "compare_tensor", "max_board_runs", "sample_inputs",
            "run_bisect", "save_bisect_recording", "tensors_from_output"]

@@ -30,6 +30,8 @@ from .._results import Result
 
 #: Okabe-Ito, as :data:`workbench.placement.analyze.PLACEMENT_COLORS`
 COLORS = {"NPU": "#0072B2", "CPU": "#E69F00"}
+#: host-vs-board agreement marks (`workbench bisect`): Okabe-Ito vermillion and bluish green
+BOARD_COLORS = {"first": "#D55E00", "departs": "#D55E00", "agrees": "#009E73"}
 BOX_W, BOX_H, ROW_H, COL_W, MARGIN = 230, 40, 74, 250, 12
 
 
@@ -44,6 +46,8 @@ class GraphOp:
     placement: dict[str, str] = field(default_factory=dict)       # target -> "NPU" | "CPU"
     reasons: dict[str, tuple[str, ...]] = field(default_factory=dict)
     sqnr_db: dict[str, float] = field(default_factory=dict)       # target -> SQNR of the op's output vs FP32
+    board: str = ""                 # host-vs-board agreement of its output (`workbench bisect`), one line
+    board_state: str = ""           # "" (not compared), "agrees", "departs" or "first" (the first departure)
 
 
 @dataclass(frozen=True)
@@ -128,9 +132,14 @@ class ModelGraph(Result):
         for t in self.targets:
             tip.append(f"{t}: {o.placement.get(t, '?')}" + (f", SQNR {o.sqnr_db[t]:.1f} dB" if t in o.sqnr_db else "")
                        + "".join(f"; {r}" for r in o.reasons.get(t, ())))
+        if o.board:
+            tip.append(f"board: {o.board}")
+        first = o.board_state == "first"
+        stroke = BOARD_COLORS["first"] if first else COLORS["CPU"] if cpu_any else "#555"
+        dash = ' stroke-dasharray="6,3"' if first else ""
         parts = [f'<g><title>{display.esc(chr(10).join(tip))}</title>',
                  f'<rect x="{x:.0f}" y="{y:.0f}" width="{w:.0f}" height="{BOX_H}" rx="5" fill="#fff" '
-                 f'stroke="{COLORS["CPU"] if cpu_any else "#555"}" stroke-width="{2 if cpu_any else 1}"/>',
+                 f'stroke="{stroke}" stroke-width="{3 if first else 2 if cpu_any else 1}"{dash}/>',
                  f'<text x="{x + 6:.0f}" y="{y + 16:.0f}" font-size="12" font-weight="bold">'
                  f'#{o.index} {display.esc(o.type)}</text>']
         chip = 14
@@ -149,6 +158,14 @@ class ModelGraph(Result):
         if line:
             parts.append(f'<text x="{x + 6:.0f}" y="{y + 33:.0f}" font-size="11" fill="#333">'
                          f'{display.esc(line[:44] + ("..." if len(line) > 44 else ""))}</text>')
+        if o.board_state:
+            mark = {"first": "▲ board departs first: ", "departs": "board departs: ",
+                    "agrees": "board: "}[o.board_state]
+            text = mark + o.board
+            bold = ' font-weight="bold"' if first else ""
+            parts.append(f'<text x="{x + 6:.0f}" y="{y + BOX_H + 12:.0f}" font-size="11" '
+                         f'fill="{BOARD_COLORS[o.board_state]}"{bold}>'
+                         f'{display.esc(text[:46] + ("..." if len(text) > 46 else ""))}</text>')
         parts.append("</g>")
         return "".join(parts)
 
