@@ -60,3 +60,15 @@ def test_audit_of_an_onnx_model(reference, digits):
     audit = audit_coverage(reference.onnx, cal, dataset=digits, cache=False)
     assert audit.layers[0] == "input" and len(audit.layers) >= 6
     assert {r.condition for r in audit.rows} == set(digits.select(split="test").conditions)
+
+
+def test_onnx_taps_of_a_dynamic_hw_nchw_model(tmp_path):
+    """Paddle2ONNX exports (PP-OCR: input [?, 3, ?, ?]): the NHWC batch is fed transposed; stage 10 of
+    the batch died on the zoo's ppocr-det with ORT's 'index: 1 Got: 96 Expected: 3'."""
+    import onnxruntime as ort
+    path = tiny_nchw_onnx(tmp_path / "dyn.onnx", dynamic="spatial")
+    x = nhwc_images(3)
+    got = np.concatenate([b["logits"] for b in iter_activations(path, x)])
+    session = ort.InferenceSession(str(path))
+    ref = np.concatenate([session.run(None, {"image": x[i:i + 1].transpose(0, 3, 1, 2)})[0] for i in range(3)])
+    assert np.allclose(got, ref, atol=1e-5)

@@ -331,8 +331,10 @@ class GraphTaps:
 
     def _onnx_feed(self, batch: np.ndarray) -> np.ndarray:
         dims = self._input_dims
-        if len(dims) == 3 and batch.ndim == 4 and tuple(batch.shape[1:]) != dims and \
-                (dims[1], dims[2], dims[0]) == tuple(batch.shape[1:]):
+        # a dynamic dim (None: Paddle2ONNX's H/W) fits any size, as in the predictors' adapt_layout
+        fits = lambda want, got: all(w is None or w == g for w, g in zip(want, got))  # noqa: E731
+        got = tuple(batch.shape[1:])
+        if len(dims) == 3 and batch.ndim == 4 and not fits(dims, got) and fits((dims[1], dims[2], dims[0]), got):
             return np.ascontiguousarray(batch.transpose(0, 3, 1, 2))
         return batch
 
