@@ -123,7 +123,7 @@ def test_zoo_model_through_the_batch_on_every_target(name, tmp_path):
     env = {**os.environ, "NPU_WORKBENCH_CACHE": str(zoo_dir() / "workbench-cache")}
     cmd = [sys.executable, "-m", "workbench", "batch", "--model", str(entry.model), "--data", str(entry.data),
            "--targets", ",".join(TARGETS), "--out", str(out), "--run-id", "zoo", "--calibration-size", "24",
-           "--timing-runs", "3", "--timing-warmup", "1", "--jobs", "1", "--no-progress"]
+           "--timing-runs", "3", "--timing-warmup", "1", "--jobs", "2", "--no-progress"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     log = proc.stdout[-4000:] + proc.stderr[-4000:]
     assert (out / "index.html").is_file(), log
