@@ -534,3 +534,23 @@ def test_a_recorded_dataset_has_no_severity(reference, digits):
         explorer(model=reference, dataset=recorded, severity=5, compute=False)
     with pytest.raises(DataError, match="have no severity"):
         load_dataset(recorded, severity=2)
+
+
+def test_compute_alone_writes_no_widget_and_update_reports_its_steps(ex):
+    """compute() is plain data in, data out (the status line stays); update() shows each step with its time."""
+    before = ex.status.value
+    ex.compute(replace(ex.settings, target="imx95"))
+    assert ex.status.value == before
+    seen = []
+    original = ex.on_step
+
+    def spy(name, number, started):
+        original(name, number, started)
+        seen.append(ex.status.value)
+    ex.on_step = spy
+    try:
+        ex.update()
+    finally:
+        del ex.on_step
+    assert len(seen) == 5 and "step 1/5 calibration" in seen[0] and "step 5/5 placement" in seen[-1]
+    assert all("s so far" in s for s in seen)

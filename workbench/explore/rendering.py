@@ -109,11 +109,19 @@ def placement_html(result: Exploration) -> str:
     cpu = [o for o in p.ops if o.placement != "NPU"]
     if not cpu:
         return display.paragraph(f"every op of the model runs on the NPU of {p.target}.")
-    rows = [(o.index, o.type, display.short_name(o.name, 40),
-             "; ".join(f"{r.constraint}: {r.detail}" for r in o.reasons) or "; ".join(o.notes) or "(no rule named)")
-            for o in cpu]
-    return display.table(("#", "op", "name", "why it runs on the CPU"), rows,
-                         caption=f"CPU fallback on {p.target} ({len(cpu)} of {len(p.ops)} ops)")
+    groups: dict[tuple[str, str], list[Any]] = {}      # one row per op type and reason ("9x CONV_2D: INT16 ...")
+    for o in cpu:
+        why = "; ".join(f"{r.constraint}: {r.detail}" for r in o.reasons) or "; ".join(o.notes) or "(no rule named)"
+        groups.setdefault((o.type, why), []).append(o)
+    rows = []
+    for (op, why), ops in sorted(groups.items(), key=lambda g: -len(g[1])):
+        names = "".join(f"<li>#{o.index} {display.esc(o.name)}</li>" for o in ops)
+        rows.append((f"{len(ops)}x" if len(ops) > 1 else f"#{ops[0].index}", display.esc(op), display.esc(why),
+                     f'<details><summary>op indices and tensor names</summary><ul style="margin:0;padding-left:16px">'
+                     f"{names}</ul></details>"))
+    return display.raw_table(("ops", "op", "why it runs on the CPU", "which"), rows,
+                             caption=f"CPU fallback on {p.target} ({len(cpu)} of {len(p.ops)} ops, grouped per op "
+                                     "type and reason)")
 
 
 

@@ -11,7 +11,7 @@ from ..calibration.curate import STRATEGIES
 from ..errors import WorkbenchError, WorkbenchWarning
 from ..quantize.recipe import BACKENDS, RECIPES
 from ..targets import TARGET_IDS
-from .capture import _running_loop
+from .capture import _captured_output, _running_loop
 from .compute import ExplorerEngine
 from .rendering import STYLE, cli_html, error_html, history_html, render_panels
 from .results import (
@@ -55,6 +55,7 @@ class Explorer(ExplorerEngine):
         self._held = 0
         self._pending = False
         self._panel_cache: dict[tuple, tuple[str, str, str, str]] = {}
+        self._updating = False
         self.first_view_pending = False
         self._timer: Any = None
 
@@ -173,6 +174,7 @@ class Explorer(ExplorerEngine):
         from .. import display
         self._busy(True)
         self.status.value = display.paragraph(f"computing {self.settings.summary()} ...")
+        self._updating = True                     # on_step writes the status line while this runs
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", WorkbenchWarning)   # listed in the status line instead
@@ -182,6 +184,8 @@ class Explorer(ExplorerEngine):
             self.status.value = error_html(exc)    # panels stay marked stale: they show the previous setting
             self._busy(False, stale=True)
             raise
+        finally:
+            self._updating = False
         self.error = None
         self.result = result
         self.updates += 1
@@ -272,7 +276,8 @@ class Explorer(ExplorerEngine):
         if panels is None:                    # a seen setting redraws from here, without matplotlib
             fp32 = getattr(self.model, "tflite", None)      # the reference model's FP32 .tflite, if any
             samples = self.data(result.settings).select(split=SPLIT).x if fp32 else None
-            panels = render_panels(result, base, fp32_tflite=str(fp32) if fp32 else None, samples=samples)
+            with _captured_output():           # the interpreter's "Created TensorFlow Lite XNNPACK delegate" line
+                panels = render_panels(result, base, fp32_tflite=str(fp32) if fp32 else None, samples=samples)
             self._panel_cache[key] = panels
         (self.findings_panel.value, self.accuracy_panel.value, self.audit_panel.value,
          self.placement_panel.value) = panels
@@ -290,6 +295,8 @@ class Explorer(ExplorerEngine):
         import time
 
         from .. import display
+        if not self._updating:             # compute() alone writes no widget
+            return
         if number == 1:
             self._compute_started = started
         elapsed = time.perf_counter() - getattr(self, "_compute_started", started)

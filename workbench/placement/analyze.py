@@ -209,7 +209,21 @@ class PlacementReport(Result):
                 row += ["" if o.cycles is None else o.cycles, "" if o.macs is None else o.macs]
             rows.append(row)
             styles.append(display.BAD_STYLE if o.placement == CPU else "")
-        parts.append(display.table(headers, rows, row_styles=styles, caption="Ops"))
+        cpu = [o for o in self.ops if o.placement == CPU]
+        if cpu:     # identical reasons once: "9 ops CONV_2D: INT16 activations ..."
+            groups: dict[tuple[str, str], list[int]] = {}
+            for o in cpu:
+                why = "; ".join([f"{r.constraint}: {r.detail}" for r in o.reasons] + list(o.notes)) or "(no rule)"
+                groups.setdefault((o.type, why), []).append(o.index)
+            parts.append(display.table(("ops", "type", "why on the CPU", "op indices"),
+                                       [(len(ix), op, why, ", ".join(map(str, ix[:30])) + (" ..." if len(ix) > 30
+                                                                                            else ""))
+                                        for (op, why), ix in sorted(groups.items(), key=lambda g: -len(g[1]))],
+                                       caption="CPU fallback, per op type and reason"))
+        ops_table = display.table(headers, rows, row_styles=styles, caption="Ops")
+        parts.append(ops_table if len(self.ops) <= 20 else
+                     f'<details><summary style="cursor:pointer">All {len(self.ops)} ops (index, type, tensor name, '
+                     f"placement, reasons)</summary>{ops_table}</details>")
         for note in self.notes:
             parts.append(display.paragraph(note))
         return "".join(parts)
