@@ -5,19 +5,49 @@ Run: .venv/bin/python benchmarks/bench_batch.py [--targets imx8mp,imx93,imx95] [
 Cold: an empty output folder and an empty workbench cache (the pinned tool environments stay where
 `make tools` put them), exactly what `make run` does on a fresh clone after set-up. Warm: the same
 command again, as a second `make run` does; executed notebooks whose inputs did not change are
-reused (workbench/batch/reuse.py). The goal is warm <= 0.15 of cold.
-Last line: `cold_s=<s> warm_s=<s> warm_over_cold=<ratio>`.
+reused (workbench/batch/reuse.py). Goals: cold <= 60 s on 2 idle cores; warm <= 0.15 of cold.
+
+The per-notebook overhead is what a cold notebook costs beyond its own cells: each stage's seconds
+(the console line: kernel start or reset, papermill, nbclient) minus the sum of its cells' durations
+(papermill's metadata in the executed notebook), averaged over the notebooks executed.  CPU seconds
+are the batch's and its kernels' (user + system); the load average says how busy the machine was.
+Last line: `cold_s=<s> warm_s=<s> per_notebook_overhead_s=<s> ...`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
+import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+STAGE_LINE = re.compile(r"^\[(?P<target>[^\]]+?)\s*\] (?P<stage>\S+)\s+ok\s+(?P<seconds>[0-9.]+) s", re.M)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def overheads(stderr: str, reports: Path) -> list[float]:
+    """Per executed notebook: its stage seconds minus the sum of its cells' durations."""
+    out = []
+    for m in STAGE_LINE.finditer(stderr):
+        target, stage = m["target"].strip(), m["stage"]
+        found = list(reports.glob(f"{target}/{stage}.ipynb")) or list(reports.glob(f"*/{stage}.ipynb"))
+        if not found:
+            continue
+        nb = json.loads(found[0].read_text())
+        cells = sum((c.get("metadata", {}).get("papermill", {}).get("duration") or 0.0)
+                    for c in nb["cells"] if c["cell_type"] == "code")
+        out.append(float(m["seconds"]) - cells)
+    return out
 
 
 def main() -> None:
@@ -28,19 +58,28 @@ def main() -> None:
     from workbench.toolenv import tools_dir
     tmp = Path(tempfile.mkdtemp(prefix="bench-batch-"))
     env = {**os.environ, "NPU_WORKBENCH_CACHE": str(tmp / "cache"), "NPU_WORKBENCH_TOOLS": str(tools_dir())}
+    reports = tmp / "reports"
     cmd = [str(Path(sys.executable).with_name("workbench")), "batch", "--targets", args.targets,
-           "--out", str(tmp / "reports"), "--jobs", str(args.jobs), "--run-id", "latest"]
-    seconds = []
+           "--out", str(reports), "--jobs", str(args.jobs), "--run-id", "latest"]
+    seconds, cpu, overhead = [], [], []
+    load_before = os.getloadavg()[0]
     for label in ("cold", "warm"):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _children_cpu()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         seconds.append(time.perf_counter() - start)
+        cpu.append(_children_cpu() - cpu_start)
         reused = proc.stderr.count(" reused ")
-        print(f"{label}: {seconds[-1]:.1f} s, exit {proc.returncode}, {reused} notebook(s) reused", flush=True)
+        print(f"{label}: {seconds[-1]:.1f} s, {cpu[-1]:.1f} CPU s, exit {proc.returncode}, "
+              f"{reused} notebook(s) reused", flush=True)
         if proc.returncode not in (0, 1):        # 1: a gate or a target failed, still a full batch
             sys.exit(f"batch failed:\n{proc.stderr[-2000:]}")
+        if label == "cold":
+            overhead = overheads(proc.stderr, reports)
     cold, warm = seconds
-    print(f"cold_s={cold:.1f} warm_s={warm:.1f} warm_over_cold={warm / cold:.3f}")
+    per_notebook = sum(overhead) / len(overhead) if overhead else float("nan")
+    print(f"cold_s={cold:.1f} warm_s={warm:.1f} per_notebook_overhead_s={per_notebook:.2f} "
+          f"warm_over_cold={warm / cold:.3f} cold_cpu_s={cpu[0]:.1f} notebooks={len(overhead)} "
+          f"load={load_before:.1f}->{os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

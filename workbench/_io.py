@@ -345,6 +345,21 @@ LOCK_FILE = ".workbench.lock"
 
 
 @contextlib.contextmanager
+def entry_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``<path>.lock`` while a cache entry is looked up and computed.
+
+    Two processes that need the same entry at once (two kernels of a batch, two test workers) compute
+    it once: the second waits, then finds the entry.  The lock dies with its process.
+    """
+    import fcntl
+    lock = Path(f"{os.fspath(path)}.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+@contextlib.contextmanager
 def folder_lock(folder: str | os.PathLike, *, what: str = "run") -> Iterator[Path]:
     """Hold an exclusive lock on ``folder`` (``flock`` on ``folder/.workbench.lock``).
 

@@ -99,3 +99,32 @@ def test_manifest_json_never_holds_nan(tmp_path):
     from workbench._io import atomic_write_json
     path = atomic_write_json(tmp_path / "m.json", {"scale": np.float32("nan"), "zp": np.int64(3)})
     assert json.loads(path.read_text()) == {"scale": None, "zp": 3}
+
+
+def test_entry_lock_lets_one_process_compute_an_entry_while_the_other_waits(tmp_path):
+    """Two kernels of a batch needing one cache entry: the second enters only after the first left."""
+    import subprocess
+    import sys
+    import time
+
+    from workbench._io import entry_lock
+    entry = tmp_path / "audit" / "key.json"
+    code = ("import sys, time, pathlib\n"
+            "from workbench._io import entry_lock\n"
+            "entry, held, done = map(pathlib.Path, sys.argv[1:])\n"
+            "with entry_lock(entry):\n"
+            "    held.write_text('1')\n"
+            "    time.sleep(1.0)\n"
+            "    done.write_text('1')\n")
+    held, done = tmp_path / "held", tmp_path / "done"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(entry), str(held), str(done)])
+    try:
+        deadline = time.monotonic() + 120
+        while not held.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the other process never took the lock"
+            time.sleep(0.05)
+        with entry_lock(entry):
+            assert done.exists(), "entered while the other process still held the entry"
+    finally:
+        proc.wait(timeout=120)
+    assert proc.returncode == 0 and (entry.parent / "key.json.lock").exists() and not entry.exists()

@@ -1,8 +1,10 @@
 """Notebook execution with papermill: one stage notebook per call, a failed cell marked, and the
-executed notebook exported to HTML (with code, and code-hidden for sharing)."""
+executed notebook exported to HTML (with code, and code-hidden for sharing).  Kernels are kept warm
+between notebooks (:mod:`workbench.batch.kernels`)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -16,6 +18,7 @@ from ..vocab import STAGE_NOTEBOOKS, SUMMARY_NOTEBOOK
 from . import reuse
 from .console import Console
 from .export import Scrubber, export_html
+from .kernels import FRESH_KERNELS_ENV, KernelPool, warm_kernel_engine
 
 KERNEL = "npu-workbench"
 # Seconds nbclient waits for a cell's last output after the kernel replied.  papermill makes a
@@ -77,9 +80,11 @@ class Runner:
         self.out_dir, self.notebooks, self.kernel, self.timeout = out_dir, notebooks, kernel, timeout
         self.progress, self.scrub, self.reuse_unchanged = progress, scrubber, reuse_unchanged
         self.console = console or Console(sys.stderr, enabled=progress)
+        self.kernels = KernelPool(kernel, out_dir, fresh=os.environ.get(FRESH_KERNELS_ENV, "") not in ("", "0"))
 
     def close(self) -> None:
-        """Nothing to release (kept for callers of the progress-bar version)."""
+        """Shut the warm kernels down."""
+        self.kernels.close()
 
     def run_target(self, target: str, position: int, stages: list[str], params: dict[str, Any],
                    declared: dict[str, set[str]]) -> TargetRun:
@@ -194,18 +199,26 @@ class Runner:
         output = self.out_dir / f"{rel}.ipynb"
         output.parent.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        error, cell = None, None
+        engine = warm_kernel_engine()
+
+        def execute(km: Any) -> tuple[bool, tuple[str | None, int | None]]:
+            # The kernel's working folder is the output folder (where the pool starts it), not papermill's
+            # `cwd`: that is a process-wide chdir, which races between the --jobs threads.
+            try:
+                papermill.execute_notebook(
+                    str(self.notebooks / f"{stage}.ipynb"), str(output), parameters=params, kernel_name=self.kernel,
+                    engine_name=engine, km=km, progress_bar=False, log_output=False,
+                    execution_timeout=self.timeout, iopub_timeout=IOPUB_TIMEOUT)
+            except PapermillExecutionError as exc:   # a cell raised: the kernel is fine (reset before reuse)
+                return True, (self.scrub.text(f"{exc.ename}: {exc.evalue}"), exc.exec_count)
+            except Exception as exc:  # a kernel that dies, hangs or cannot start: a failed stage, a new kernel next
+                return False, (self.scrub.text(f"{type(exc).__name__}: {exc}"), None)
+            return True, (None, None)
+
         try:
-            # The kernel's working folder goes through nbclient's `resources`, not papermill's `cwd`:
-            # papermill's `cwd` is a process-wide chdir, which races between the --jobs threads.
-            papermill.execute_notebook(
-                str(self.notebooks / f"{stage}.ipynb"), str(output), parameters=params, kernel_name=self.kernel,
-                resources={"metadata": {"path": str(self.out_dir)}}, progress_bar=False, log_output=False,
-                execution_timeout=self.timeout, iopub_timeout=IOPUB_TIMEOUT)
-        except PapermillExecutionError as exc:
-            error, cell = self.scrub.text(f"{exc.ename}: {exc.evalue}"), exc.exec_count
-        except Exception as exc:  # a kernel that dies or cannot start: still a failed stage, not a crash
-            error = self.scrub.text(f"{type(exc).__name__}: {exc}")
+            error, cell = self.kernels.run(execute)
+        except Exception as exc:      # no kernel could be started: still a failed stage, not a crash
+            error, cell = self.scrub.text(f"{type(exc).__name__}: {exc}"), None
         if output.is_file():  # the executed notebook is shared too: no absolute path of this machine in it
             atomic_write_text(output, self.scrub.text(output.read_text(encoding="utf-8")))
         return StageRun(target=target, stage=stage, status="failed" if error else "ok",

@@ -221,6 +221,7 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, spec: RunSpec | None = 
             # 3. targets
             runner = Runner(out_dir, notebooks, o.kernel, o.timeout, o.progress, scrubber=Scrubber(out_dir),
                             reuse_unchanged=o.reuse, console=console)
+            stack.callback(runner.close)        # the warm kernels, after the sweep and the summary
             plans = {t: {**common, "target": t, "board": boards.get(t, ""),
                          **({"record": os.path.relpath(Path(record).resolve() / t, out_dir)} if record else {}),
                          **dict((target_parameters or {}).get(t, {}))}
@@ -229,7 +230,6 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, spec: RunSpec | None = 
                 futures = [pool.submit(runner.run_target, t, i, stage_list, plans[t], declared)
                            for i, t in enumerate(targets)]
                 target_runs = tuple(f.result() for f in futures)
-            runner.close()
             # 4. the sweep across the targets (its own quantizations: independent of the stages' outputs)
             sweep_stage = None
             if o.sweep:

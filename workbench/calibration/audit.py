@@ -21,6 +21,7 @@ calibration set should add.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from .._io import cache_dir, damaged_cache_entry, read_sealed_json, sha256_file, stable_hash, write_sealed_json
+from .._io import (
+    cache_dir,
+    damaged_cache_entry,
+    entry_lock,
+    read_sealed_json,
+    sha256_file,
+    stable_hash,
+    write_sealed_json,
+)
 from .._results import Result
 from .._validation import check_choice, check_range
 from ..errors import CalibrationError
@@ -240,46 +249,49 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
                                                               "contract": contract.to_params()})
     cache_file = _cache_file(model, data, key_hash, split, conds, clip_threshold, activation_bits) \
         if cache else None
-    cached = read_sealed_json(cache_file) if cache_file is not None else None
-    if cache_file is not None and cached is not None:   # a damaged entry warns, is removed and recomputed
-        try:
-            return CoverageAudit.from_dict(cached)
-        except (ValueError, TypeError, KeyError) as exc:
-            damaged_cache_entry(cache_file, f"{type(exc).__name__}: {exc}")
+    # one process computes an entry that another needs at the same time (two targets of a batch): the other
+    # waits for it, then reads it
+    with entry_lock(cache_file) if cache_file is not None else contextlib.nullcontext():
+        cached = read_sealed_json(cache_file) if cache_file is not None else None
+        if cache_file is not None and cached is not None:   # a damaged entry warns, is removed and recomputed
+            try:
+                return CoverageAudit.from_dict(cached)
+            except (ValueError, TypeError, KeyError) as exc:
+                damaged_cache_entry(cache_file, f"{type(exc).__name__}: {exc}")
 
-    keras_model = load_activation_model(model)   # a keras.Model, or graph taps of an ONNX/TFLite/SavedModel
-    layers = quantized_layers(keras_model)
-    calibrated = _ranges(keras_model, contract_inputs(contract, cal_data, "coverage audit"), layers, batch_size)
-    levels = 2 ** activation_bits - 1
-    rows: list[AuditRow] = []
-    for cond in conds:
-        subset = held_out.select(condition=cond)
-        stats = _clip_stats(keras_model, contract_inputs(contract, subset, "coverage audit"), layers, calibrated,
-                            levels, batch_size)
-        for layer in layers:
-            low, high, total, omin, omax = stats[layer]
-            lo, hi = calibrated[layer]
-            width = hi - lo
-            covered = max(0.0, min(omax, hi) - max(omin, lo))
-            rate = (low + high) / total
-            rows.append(AuditRow(layer=layer, condition=cond, n_samples=len(subset), clip_rate=rate,
-                                 clip_low_rate=low / total, clip_high_rate=high / total,
-                                 utilisation=covered / width if width > 0 else 1.0,
-                                 observed_min=omin, observed_max=omax, at_risk=rate > clip_threshold))
-    add, findings = _findings(rows, conds, cal_conds, clip_threshold, INPUT, calibrated)
-    copies: tuple[dict[str, str], ...] = ()
-    if hasattr(calibration, "sample_ids") and "test" in data.splits:
-        from .leakage import content_leaks
-        copies = tuple(content_leaks(calibration.sample_ids, data,
-                                     size=getattr(contract, "size", None) if contract is not None else None))
-    audit = CoverageAudit(
-        calibration_id=cal_id, calibration_hash=cal_hash, calibration_conditions=cal_conds,
-        model=model_label(model), dataset=data.name, split=split, layers=layers, conditions=conds,
-        calibrated_ranges=calibrated, rows=tuple(rows), clip_threshold=float(clip_threshold),
-        activation_bits=activation_bits, add_conditions=add, findings=findings, test_copies=copies)
-    if cache_file is not None:
-        write_sealed_json(cache_file, audit.to_dict())
-    return audit
+        keras_model = load_activation_model(model)   # a keras.Model, or graph taps of an ONNX/TFLite/SavedModel
+        layers = quantized_layers(keras_model)
+        calibrated = _ranges(keras_model, contract_inputs(contract, cal_data, "coverage audit"), layers, batch_size)
+        levels = 2 ** activation_bits - 1
+        rows: list[AuditRow] = []
+        for cond in conds:
+            subset = held_out.select(condition=cond)
+            stats = _clip_stats(keras_model, contract_inputs(contract, subset, "coverage audit"), layers, calibrated,
+                                levels, batch_size)
+            for layer in layers:
+                low, high, total, omin, omax = stats[layer]
+                lo, hi = calibrated[layer]
+                width = hi - lo
+                covered = max(0.0, min(omax, hi) - max(omin, lo))
+                rate = (low + high) / total
+                rows.append(AuditRow(layer=layer, condition=cond, n_samples=len(subset), clip_rate=rate,
+                                     clip_low_rate=low / total, clip_high_rate=high / total,
+                                     utilisation=covered / width if width > 0 else 1.0,
+                                     observed_min=omin, observed_max=omax, at_risk=rate > clip_threshold))
+        add, findings = _findings(rows, conds, cal_conds, clip_threshold, INPUT, calibrated)
+        copies: tuple[dict[str, str], ...] = ()
+        if hasattr(calibration, "sample_ids") and "test" in data.splits:
+            from .leakage import content_leaks
+            copies = tuple(content_leaks(calibration.sample_ids, data,
+                                         size=getattr(contract, "size", None) if contract is not None else None))
+        audit = CoverageAudit(
+            calibration_id=cal_id, calibration_hash=cal_hash, calibration_conditions=cal_conds,
+            model=model_label(model), dataset=data.name, split=split, layers=layers, conditions=conds,
+            calibrated_ranges=calibrated, rows=tuple(rows), clip_threshold=float(clip_threshold),
+            activation_bits=activation_bits, add_conditions=add, findings=findings, test_copies=copies)
+        if cache_file is not None:
+            write_sealed_json(cache_file, audit.to_dict())
+        return audit
 
 
 def _cache_file(model: Any, data: Any, cal_hash: str, split: str, conds: tuple[str, ...],

@@ -9,6 +9,7 @@ copy to ``output`` if asked.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import os
@@ -22,7 +23,16 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from .._io import atomic_path, check_output_path, portable_paths, read_json, sha256_bytes, sha256_file, to_json
+from .._io import (
+    atomic_path,
+    check_output_path,
+    entry_lock,
+    portable_paths,
+    read_json,
+    sha256_bytes,
+    sha256_file,
+    to_json,
+)
 from .._results import Result
 from ..errors import CalibrationError, ModelError, QuantizationError, WorkbenchWarning
 from .inspect import ModelInspection, QuantParams, inspect_model
@@ -175,19 +185,20 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
     calib = _resolve_calibration(calibration, dataset, calibration_size)
     calib = _apply_contract(calib, source, input_spec)
     toolchain = _toolchain(rec.backend, fmt)
-    from .cache import cache_key, lookup
+    from .cache import cache_key, entry_dir, lookup
     key = cache_key(source_sha256=source_sha, recipe=rec.key(),
                     calibration={"hash": calib.hash, "sample_ids": list(calib.sample_ids)},
                     toolchain=toolchain)
     ext = MODEL_EXT[rec.backend]
-    # 4. cache
-    hit = lookup(key, ext) if cache else None
-    if hit is not None:
-        model_path, manifest_path = hit
-        inspection = inspect_model(model_path)
-    else:
-        model_path, manifest_path, inspection = _quantize_fresh(
-            source, fmt, rec, calib, toolchain, key, source_sha, ext)
+    # 4. cache (two processes that need one entry at once, e.g. two targets of a batch: one quantizes)
+    with entry_lock(entry_dir(key)) if cache else contextlib.nullcontext():
+        hit = lookup(key, ext) if cache else None
+        if hit is not None:
+            model_path, manifest_path = hit
+            inspection = inspect_model(model_path)
+        else:
+            model_path, manifest_path, inspection = _quantize_fresh(
+                source, fmt, rec, calib, toolchain, key, source_sha, ext)
     # 5. output
     if output is not None:
         model_path, manifest_path = _publish(model_path, manifest_path, Path(output), ext)
