@@ -71,5 +71,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check workbench tests benchmarks
 	$(BIN)/mypy
 
+# Mutation testing of the detectors (findings, gate and stats modules): mutants killed by their tests.
+# Long (one test run per mutant): MUTANTS_ARGS="--only gate --limit 20" for a part.
+mutants: $(STAMP)
+	$(BIN)/python benchmarks/mutants.py $(MUTANTS_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -86,8 +86,8 @@ def test_index_opens_with_findings_and_summary_json_carries_them(run_dir):
     assert {"calibration.hash-mismatch", "timing.too-few-runs"} <= codes
     assert data["findings"]["max_severity"] == "error"
     html = (out / "index.html").read_text()
-    assert "Findings (all targets)" in html and "calibration.hash-mismatch" in html
-    assert html.index("Findings (all targets)") < html.index("Targets")
+    assert "Warnings and errors (all targets)" in html and "calibration.hash-mismatch" in html
+    assert html.index("Warnings and errors (all targets)") < html.index("summary.json")
 
 
 def test_run_summary_carries_findings_and_the_gate_reads_them(run_dir):

@@ -218,3 +218,11 @@ def test_renamed_test_images_are_named_by_content(zoo_root):
     f = _one("renamed-test-images", zoo_root)
     assert f.severity == "error" and f.evidence["n_leaks"] == 77 and f.evidence["n_exact"] == 60
     assert f.evidence["n_after_resize"] == 17 and "77 of 300 calibration samples are test images" in f.message
+
+
+def test_one_model_per_trap():
+    """Traps that build a model each build their own (a seed of their own per model family)."""
+    from .zoo import MODEL_SEEDS
+    sin = [MODEL_SEEDS[t] for t in ("tflite-float-op", "tflite-qdq-inside", "cpu-island")]
+    keras = [MODEL_SEEDS[t] for t in ("per-channel-imx8mp", "bsp-compiler", "int16-on-8bit", "clipping")]
+    assert len(set(sin)) == len(sin) and len(set(keras)) == len(keras)

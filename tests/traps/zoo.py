@@ -82,10 +82,10 @@ def _nchw_calibration() -> np.ndarray:
     return calibration_images(shape=(1, H, W))
 
 
-def _saved_model_sin(path: Path) -> None:
-    """A SavedModel: conv -> SIN -> conv -> mean (TFLite has no integer SIN kernel)."""
+def _saved_model_sin(path: Path, seed: int = 0) -> None:
+    """A SavedModel: conv -> SIN -> conv -> mean (TFLite has no integer SIN kernel); ``seed``: its weights."""
     import tensorflow as tf
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
 
     class Net(tf.Module):
         def __init__(self) -> None:
@@ -106,10 +106,10 @@ def _saved_model_sin(path: Path) -> None:
     tf.saved_model.save(net, str(path), signatures={"serving_default": net.__call__})
 
 
-def _keras_small(path: Path) -> None:
-    """A Keras CNN: conv -> depthwise conv -> pool -> dense (every op the three NPUs run)."""
+def _keras_small(path: Path, seed: int = 0) -> None:
+    """A Keras CNN: conv -> depthwise conv -> pool -> dense (every op the three NPUs run); ``seed``: its weights."""
     import keras
-    keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(seed)
     inp = keras.Input((H, W, 1), batch_size=1, name="image")
     x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
     x = keras.layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
@@ -125,18 +125,26 @@ def _quantized(root: Path, name: str, source: Callable[[Path], Path], recipe: An
     return q
 
 
-def sin_saved_model(root: Path) -> Path:
-    return _shared(root, "sin_savedmodel", _saved_model_sin)
+#: one model per trap: each trap that builds a model gets its own weights (a seed of its own)
+MODEL_SEEDS = {"tflite-float-op": 0, "tflite-qdq-inside": 1, "cpu-island": 2, "per-channel-imx8mp": 0,
+               "bsp-compiler": 1, "int16-on-8bit": 2, "clipping": 3}
 
 
-def keras_small(root: Path) -> Path:
-    return _shared(root, "keras_small", _keras_small) / "model.keras"
+def sin_saved_model(root: Path, trap: str = "tflite-float-op") -> Path:
+    seed = MODEL_SEEDS[trap]
+    return _shared(root, f"sin_savedmodel_{seed}", lambda p: _saved_model_sin(p, seed))
 
 
-def tflite_sin_int8(root: Path) -> Any:
-    """The SIN model through the TFLite converter, float fallback allowed (what an 'INT8' export does)."""
+def keras_small(root: Path, trap: str = "clipping") -> Path:
+    seed = MODEL_SEEDS[trap]
+    return _shared(root, f"keras_small_{seed}", lambda p: _keras_small(p, seed)) / "model.keras"
+
+
+def tflite_sin_int8(root: Path, trap: str = "tflite-float-op") -> Any:
+    """The SIN model of ``trap`` through the TFLite converter, float fallback allowed (what an 'INT8' export does)."""
     from workbench.quantize.recipe import get_recipe
-    return _quantized(root, "tflite-sin", sin_saved_model, get_recipe("a8w8_pc", allow_float_fallback=True))
+    return _quantized(root, f"tflite-sin-{trap}", lambda r: sin_saved_model(r, trap),
+                      get_recipe("a8w8_pc", allow_float_fallback=True))
 
 
 # -- the traps -----------------------------------------------------------------------------------------
@@ -145,7 +153,7 @@ def trap_tflite_float_op(root: Path) -> Findings:
 
 
 def trap_tflite_qdq_inside(root: Path) -> Findings:
-    return findings_for(tflite_sin_int8(root), target="imx93")
+    return findings_for(tflite_sin_int8(root, "tflite-qdq-inside"), target="imx93")
 
 
 def trap_onnx_qdq_float_op(root: Path) -> Findings:
@@ -174,8 +182,8 @@ def trap_dynamic_batch(root: Path) -> Findings:
     return findings_for(wb.inspect_model(model), target="imx95")
 
 
-def _per_channel_tflite(root: Path) -> Any:
-    return _quantized(root, "keras-pc", keras_small, "a8w8_pc")
+def _per_channel_tflite(root: Path, trap: str = "per-channel-imx8mp") -> Any:
+    return _quantized(root, f"keras-pc-{trap}", lambda r: keras_small(r, trap), "a8w8_pc")
 
 
 def trap_per_channel_imx8mp(root: Path) -> Findings:
@@ -186,13 +194,13 @@ def trap_per_channel_imx8mp(root: Path) -> Findings:
 
 def trap_int16_on_8bit(root: Path) -> Findings:
     import workbench as wb
-    q = _quantized(root, "keras-16x8", keras_small, "a16w8_pc")
+    q = _quantized(root, "keras-16x8", lambda r: keras_small(r, "int16-on-8bit"), "a16w8_pc")
     return findings_for(wb.analyze_placement(q.path, "imx8mp"), target="imx8mp")
 
 
 def trap_cpu_island(root: Path) -> Findings:
     import workbench as wb
-    q = tflite_sin_int8(root)
+    q = tflite_sin_int8(root, "cpu-island")
     return findings_for(wb.analyze_placement(q.path, "imx95"), target="imx95")
 
 
@@ -203,7 +211,7 @@ def trap_bsp_compiler(root: Path) -> Findings:
 
     import workbench as wb
     from workbench.placement.analyze import CompilerDisagreement
-    q = _per_channel_tflite(root)
+    q = _per_channel_tflite(root, "bsp-compiler")
     report = wb.analyze_placement(q.path, "imx95")
     op = report.ops[1]
     diff = CompilerDisagreement(index=op.index, type=op.type, name=op.name, bsp_compiler="vela 3.10.0",
