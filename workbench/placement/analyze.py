@@ -39,7 +39,7 @@ from ..models.tflite_graph import TFLiteGraph, read_tflite
 from ..targets import Finding, Reason, Target, get_target
 from ..targets._constraints import has_integer_activations, label, non_integer_ops
 from ..vocab import ALL_NPU_CUSTOM_OPS
-from .vela import VelaRun, run_vela, vela_version
+from .vela import VelaCrash, VelaRun, run_vela, vela_version
 
 NPU, CPU = "NPU", "CPU"
 NEUTRON_TOOLS = ("neutron-converter", "neutron-compiler")
@@ -137,6 +137,9 @@ class PlacementReport(Result):
     compiler_version: str = ""          # "3.10.0", or the delegate/table version the rules mirror
     compiler_runs: tuple[CompilerRun, ...] = ()
     compiler_disagreements: tuple[CompilerDisagreement, ...] = ()
+    #: the BSP's compiler crashed on the model: {compiler, version, reason, tail, other_version, other_npu_ops,
+    #: other_error}; every op is then on the CPU (no compiled model for the board)
+    compiler_crash: dict | None = None
 
     @property
     def cpu_op_indices(self) -> tuple[int, ...]:
@@ -282,6 +285,7 @@ def analyze_placement(model: str | os.PathLike, target: str | Target, *, use_vel
     findings = tgt.evaluate_model(graph)
     notes: list[str] = []
     vela_run = None
+    crash: dict | None = None
     runs: tuple[CompilerRun, ...] = ()
     disagreements: tuple[CompilerDisagreement, ...] = ()
     compiled_for = {op.type for op in graph.ops} & ALL_NPU_CUSTOM_OPS
@@ -292,12 +296,22 @@ def analyze_placement(model: str | os.PathLike, target: str | Target, *, use_vel
         compiler, version = "compiled model", ""
     elif tgt.authority == "vela" and use_vela:
         primary = release.compiler_version if release is not None and release.tool_env else None
-        vela_run = run_vela(path, use_cache=use_cache, version=primary)
-        placements = _vela_placements(graph, vela_run, tgt)
-        authority, kind = f"vela {vela_run.vela_version}", "vela"
-        compiler, version = "vela", vela_run.vela_version
-        placements = _fork_notes(placements, tgt, vela_run.vela_version)
-        runs, disagreements = _compare_vela(graph, tgt, placements, vela_run, vela_versions, use_cache)
+        try:
+            vela_run = run_vela(path, use_cache=use_cache, version=primary)
+        except VelaCrash as exc:    # this target's result, not an error for every target
+            placements, runs, crash = _after_crash(graph, tgt, exc, use_cache)
+            authority, kind = f"vela {exc.version} (crashed)", "vela"
+            compiler, version = "vela", exc.version
+            notes.append(f"Vela {exc.version}, the compiler of {tgt.bsp}, crashed on this model ({crash['reason']}): "
+                         "without a compiled model every op runs on the CPU." + (
+                             f" Vela {crash['other_version']} compiles it: {crash['other_npu_ops']} of "
+                             f"{len(graph.ops)} ops on the NPU." if crash.get("other_version") else ""))
+        else:
+            placements = _vela_placements(graph, vela_run, tgt)
+            authority, kind = f"vela {vela_run.vela_version}", "vela"
+            compiler, version = "vela", vela_run.vela_version
+            placements = _fork_notes(placements, tgt, vela_run.vela_version)
+            runs, disagreements = _compare_vela(graph, tgt, placements, vela_run, vela_versions, use_cache)
     elif tgt.compiler == "neutron-converter" and use_converter and (converter := neutron_converter()) is not None:
         placements = _converter_placements(graph, tgt, path, converter)
         authority, kind = Path(converter).name, "neutron-converter"
@@ -320,7 +334,33 @@ def analyze_placement(model: str | os.PathLike, target: str | Target, *, use_vel
     report = build_report(graph, tgt, path, placements, authority=authority, label=kind,
                           findings=findings, vela=vela_run, vela_model=vela_model, notes=tuple(notes))
     return dataclasses.replace(report, bsp=tgt.bsp, compiler=compiler, compiler_version=version,
-                               compiler_runs=runs, compiler_disagreements=disagreements)
+                               compiler_runs=runs, compiler_disagreements=disagreements, compiler_crash=crash)
+
+
+def _after_crash(graph: TFLiteGraph, tgt: Target, exc: VelaCrash, use_cache: bool
+                 ) -> tuple[tuple[OpPlacement, ...], tuple[CompilerRun, ...], dict]:
+    """The BSP's Vela crashed: every op on the CPU (the board gets no compiled model), and the other
+    installed Vela's answer beside it (or why there is none)."""
+    reason = exc.reason
+    placements = tuple(OpPlacement(op.index, op.type, op.name, CPU, (Reason(
+        "ethosu.compiler-crash", f"{label(op)}: Vela {exc.version} crashed compiling the model ({reason})"),))
+        for op in graph.ops)
+    crash: dict = {"compiler": "vela", "version": exc.version, "reason": reason, "tail": exc.tail,
+                   "returncode": exc.returncode, "bsp": tgt.bsp}
+    runs = [CompilerRun("vela", exc.version, tuple(p.index for p in placements), 0, None, True)]
+    other = vela_version()
+    if other != exc.version:
+        try:
+            run = run_vela(graph.path, use_cache=use_cache, version=other)
+        except PlacementError as err:
+            crash["other_error"] = f"Vela {other}: {getattr(err, 'reason', None) or str(err)[:300]}"
+        else:
+            theirs = _vela_placements(graph, run, tgt)
+            npu = sum(1 for p in theirs if p.placement == NPU)
+            runs.append(CompilerRun("vela", run.vela_version, tuple(p.index for p in theirs if p.placement == CPU),
+                                    npu, run.estimated_latency_ms))
+            crash.update(other_version=run.vela_version, other_npu_ops=npu)
+    return placements, tuple(runs), crash
 
 
 def _fork_notes(placements: tuple[OpPlacement, ...], tgt: Target, version: str) -> tuple[OpPlacement, ...]:

@@ -3,6 +3,8 @@
 - ``placement.cpu-island``: CPU ops between two NPU segments (one finding per island);
 - ``placement.per-channel-slow``: the target table's per-channel model check (imx8mp);
 - ``placement.int16-activations``: ops with INT16 feature maps the target puts on the CPU;
+- ``placement.compiler-crash``: the BSP's compiler crashed on the model (every op on the CPU; the other
+  installed Vela's answer beside it);
 - ``placement.bsp-compiler-cpu``: ops the BSP's compiler version puts on the CPU where the newest
   one does not (read from the report when the placement stage records the comparison).
 """
@@ -59,6 +61,7 @@ def findings(report: Any, *, target: str = "", **_: Any) -> list[Finding]:
         if f.check.endswith("model.per_channel"):
             out.append(make("placement.per-channel-slow", f"{name} on {target}: {f.detail}", target=target,
                             evidence={"check": f.check, "detail": f.detail}))
+    out += _crash_findings(report, target, name)
     out += _int16_findings(report, target, name)
     out += _bsp_findings(report, target, name)
     return out
@@ -75,6 +78,29 @@ def model_structure(model: str) -> dict[str, Any] | None:
         return None
     structure = data.get("structure") if isinstance(data, dict) and data.get("file") == Path(model).name else None
     return structure if isinstance(structure, dict) and structure.get("compared") else None
+
+
+def _crash_findings(report: Any, target: str, name: str) -> list[Finding]:
+    """``placement.compiler-crash``: the BSP's compiler crashed on the model (the report's ``compiler_crash``)."""
+    crash = getattr(report, "compiler_crash", None)
+    if not crash:
+        return []
+    n = len(report.ops)
+    other = (f"Vela {crash['other_version']} (installed) compiles it: {crash['other_npu_ops']} of {n} ops on the NPU"
+             if crash.get("other_version") else crash.get("other_error") or "no other Vela is installed")
+    if crash.get("other_version"):
+        step = (f"The board compiles with the BSP's Vela {crash['version']} ({crash.get('bsp')}): either take a BSP "
+                f"release whose Vela compiles the model (`--bsp`; Vela {crash['other_version']} does), or change "
+                f"the model where the compiler fails ({crash['reason']}) and place it again.")
+    else:
+        step = (f"Change the model where the compiler fails ({crash['reason']}) and place it again; until then "
+                "the model runs on the CPU of this target.")
+    return [make("placement.compiler-crash",
+                 f"{name} on {target}: the BSP's compiler, Vela {crash['version']}, crashed ({crash['reason']}); "
+                 f"every op runs on the CPU. {other}", target=target,
+                 evidence={k: crash.get(k) for k in ("compiler", "version", "bsp", "reason", "returncode",
+                                                     "other_version", "other_npu_ops", "other_error", "tail")},
+                 next_step=step)]
 
 
 def _int16_findings(report: Any, target: str, name: str) -> list[Finding]:

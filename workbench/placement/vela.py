@@ -207,14 +207,33 @@ def run_vela(model: str | Path, *, config: dict[str, str] | None = None, use_cac
                                      f"({' '.join(cmd)}).") from exc
             if proc.returncode != 0:
                 tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-12:])
-                raise PlacementError(
+                raise VelaCrash(
                     f"{model}: Vela {version} failed with exit code {proc.returncode} for imx93.\n"
                     f"command: {' '.join(cmd)}\n{tail}\nCheck that the model is a fully INT8 "
-                    "TFLite file with static shapes.")
+                    "TFLite file with static shapes.", version=version, returncode=proc.returncode, tail=tail)
             atomic_write_text(tmp / STDOUT_FILE, proc.stdout)
             atomic_write_text(tmp / "command.txt", " ".join(cmd) + "\n")
             seal_folder(tmp)  # last: an entry without a matching seal is never trusted
     return parse_vela_output(folder, version=version, cached=cached)
+
+
+class VelaCrash(PlacementError):
+    """Vela exited with an error (an assertion inside the compiler, an unsupported model): ``version``,
+    ``returncode`` and the last lines it printed (``tail``)."""
+
+    def __init__(self, message: str, *, version: str, returncode: int, tail: str):
+        super().__init__(message)
+        self.version, self.returncode, self.tail = version, returncode, tail
+
+    @property
+    def reason(self) -> str:
+        """The compiler's own last words: the exception line of its traceback (``AssertionError ...``)."""
+        lines = [ln.strip() for ln in self.tail.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if ln.split(":")[0].endswith(("Error", "Exception")) or "Error:" in ln]
+        frames = list(dict.fromkeys(ln.rsplit(" in ", 1)[-1] for ln in lines
+                                    if ln.startswith("File ") and " in " in ln))
+        text = errors[-1] if errors else (lines[-1] if lines else f"exit code {self.returncode}")
+        return f"{text}{' (in ' + ' > '.join(frames[-3:]) + ')' if frames else ''}"[:300]
 
 
 def _tool_env(version: str):
