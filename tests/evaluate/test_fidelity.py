@@ -171,3 +171,26 @@ def test_a_recorded_permutation_settles_what_shapes_cannot(idx, tmp_path):
     rows = fidelity_rows("day", "int8", [cube.reshape(400, -1)], [nhwc], idx, names=("cube",), kinds=("other",),
                          reference_layout=layout, candidate_layout=layout, permutations=perms)
     assert rows[0].sqnr_db == 200.0 and rows[0].permutation == (2, 0, 1)
+
+
+def test_a_collapsed_output_is_a_finding_naming_output_and_condition(idx):
+    """SQNR under 10 dB (or cosine under 0.9) on a condition: accuracy.output-collapsed names the output and
+    the condition; a good output on another condition, or a good candidate, gives none."""
+    import dataclasses
+
+    from tests.evaluate.test_gate import make_report
+    from workbench.evaluate.findings import findings
+    rng = np.random.default_rng(4)
+    ref = [rng.normal(size=(400, 16)), rng.normal(size=(400, 1)) * 50]
+    good = [ref[0] + 0.01 * rng.normal(size=ref[0].shape), ref[1] + 0.05 * rng.normal(size=ref[1].shape)]
+    noisy = [good[0], ref[1] + 30 * rng.normal(size=ref[1].shape)]          # about 4 dB on the scores
+    kinds = ("boxes", "other")
+    rows = (fidelity_rows("daylight", "pc", ref, good, idx, names=("regressors", "classificators"), kinds=kinds)
+            + fidelity_rows("fog", "pc", ref, noisy, idx, names=("regressors", "classificators"), kinds=kinds))
+    report = dataclasses.replace(make_report({"daylight": {"fp32": 0.9}, "fog": {"fp32": 0.9}}), fidelity=tuple(rows))
+    found = [f for f in findings(report, target="imx93") if f.code == "accuracy.output-collapsed"]
+    assert len(found) == 1 and found[0].severity == "error"
+    assert "'classificators'" in found[0].message and "fog SQNR" in found[0].message
+    assert list(found[0].evidence["conditions"]) == ["fog"]
+    clean = dataclasses.replace(report, fidelity=tuple(rows[:2]))
+    assert [f for f in findings(clean) if f.code == "accuracy.output-collapsed"] == []

@@ -1,5 +1,6 @@
 """Findings of the accuracy stage, computed from an :class:`AccuracyReport`.
 
+- ``accuracy.output-collapsed``: an INT8 output with SQNR under 10 dB or cosine under 0.9 on a condition;
 - ``model.input-contract``: the FP32 reference is near chance on every condition, which says the
   images do not match what the model was trained on (scale, channel order, normalisation); or the
   contract guards (``evaluate/guards.py``, run on every condition) found another common contract that
@@ -23,13 +24,42 @@ def near_chance_threshold(n_classes: int) -> float:
     return min(NEAR_CHANCE_CAP, NEAR_CHANCE_FACTOR / max(n_classes, 1))
 
 
+#: an INT8 output below either is noise (``accuracy.output-collapsed``)
+COLLAPSED_SQNR_DB = 10.0
+COLLAPSED_COSINE = 0.9
+
+
+def collapsed_outputs(report: Any, *, target: str = "") -> list[Finding]:
+    """One ``accuracy.output-collapsed`` per candidate and output whose SQNR is under
+    :data:`COLLAPSED_SQNR_DB` or cosine under :data:`COLLAPSED_COSINE` on some condition, naming them."""
+    bad: dict[tuple[str, str], list[Any]] = {}
+    for r in getattr(report, "fidelity", ()) or ():
+        low_sqnr = r.sqnr_db is not None and r.sqnr_db < COLLAPSED_SQNR_DB
+        low_cos = r.cosine is not None and r.cosine < COLLAPSED_COSINE
+        if low_sqnr or low_cos:
+            bad.setdefault((r.model, r.output), []).append(r)
+    out = []
+    for (model, output), rows in bad.items():
+        listed = ", ".join(f"{r.condition} SQNR " + ("n/a" if r.sqnr_db is None else f"{r.sqnr_db:.1f} dB")
+                           + ("" if r.cosine is None else f" cosine {r.cosine:.3f}") for r in rows)
+        out.append(make("accuracy.output-collapsed",
+                        f"{model}: output {output!r} is mostly quantization error on {len(rows)} condition(s) "
+                        f"(SQNR < {COLLAPSED_SQNR_DB:g} dB or cosine < {COLLAPSED_COSINE:g}): {listed}",
+                        target=target,
+                        evidence={"model": model, "output": output, "sqnr_threshold_db": COLLAPSED_SQNR_DB,
+                                  "cosine_threshold": COLLAPSED_COSINE,
+                                  "conditions": {r.condition: {"sqnr_db": r.sqnr_db, "cosine": r.cosine, "n": r.n}
+                                                 for r in rows}}))
+    return out
+
+
 def findings(report: Any, *, target: str = "", **context: Any) -> list[Finding]:
     out = _near_chance_everywhere(report, target=target)
     out += contract_findings(report, target=target, skip_near_chance=bool(out))
     if not out:     # a wrong card explains the drops: they are not quantization's
         out += drop_findings(report, target=target, quantized=context.get("quantized"),
                              max_drop_pp=context.get("max_drop_pp"))
-    return out
+    return collapsed_outputs(report, target=target) + out
 
 
 def suspected_cause(quantized: Any, *, target: str = "") -> dict[str, Any] | None:
