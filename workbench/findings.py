@@ -144,6 +144,25 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "Per-channel weight scales of a layer differ by orders of magnitude; per-channel weights "
      "handle it, per-tensor weights would collapse the small channels.",
      "Keep per-channel weights, or use a8w8_pt+cle if the target needs per-tensor."),
+    CatalogueEntry("quantize.absurd-scale", "error", "quantize", "Activation scale no real activation reaches",
+     "An activation tensor of the INT8 model has a quantization range beyond anything a real activation "
+     "reaches (e.g. scale 1.33e36: a PAD with float32's lowest value, which onnx2tf writes for a ceil-mode "
+     "max-pool, was calibrated in). Every real value of the tensor, and of the tensors sharing its scale, "
+     "lands on one INT8 code: the model's output no longer follows its input.",
+     "Give the padding a finite value calibration can ignore (export the max-pool without ceil_mode, with "
+     "explicit padding), or keep the op named in float (--exclude OP)."),
+    CatalogueEntry("quantize.xnnpack-refused", "warning", "quantize", "LiteRT's default runtime refuses the model",
+     "LiteRT's default runtime (with the XNNPACK delegate) refuses the INT8 file (`failed to create XNNPACK "
+     "runtime`); it loads and runs with the builtin kernels only. An application that opens it the usual way "
+     "fails; the workbench evaluates it with the builtin kernels.",
+     "Find the tensor XNNPACK rejects (often an absurd scale: see quantize.absurd-scale) and fix the model, or "
+     "open it with the builtin op resolver in the application."),
+    CatalogueEntry("quantize.range-outliers", "warning", "quantize", "Calibrated ranges far wider than the data",
+     "A tensor's calibrated min/max range is many times wider than the range holding 99.8% of its values on "
+     "the calibration data (0.1th..99.9th percentile): a few outliers spend the INT8 steps, and the values that "
+     "matter get a handful of codes.",
+     "Quantize with --calibrator percentile (TFLite and ONNX recipes; --percentile 99.9 to 99.999), or find "
+     "why the outliers occur (a padding value, a saturated layer) and fix the model."),
     # -- accuracy --------------------------------------------------------------------------------
     CatalogueEntry("accuracy.drop", "warning", "accuracy", "Quantized model drops beyond noise",
      "The quantized model's top-1 under a condition is lower than FP32's by more than the threshold (the "
@@ -153,6 +172,12 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "activation ranges behind one per-tensor activation scale) and what each recipe tried on the spot gave.",
      "Use the recipe the finding measured to fix it (e.g. a8w8_pt+cle); otherwise calibrate with samples of "
      "the condition, or keep the layer it names in float (--exclude)."),
+    CatalogueEntry("accuracy.output-collapsed", "error", "accuracy", "INT8 output is noise",
+     "An output of the INT8 model barely resembles the FP32 model's on a condition: SQNR under 10 dB or "
+     "cosine similarity under 0.9. Whatever the task metric says, what the model outputs there is mostly "
+     "quantization error.",
+     "Look at the calibrated ranges (quantize.range-outliers, quantize.absurd-scale); quantize with "
+     "--calibrator percentile, a16w8_pc, or keep the output's last ops in float (--exclude)."),
     # -- placement -------------------------------------------------------------------------------
     CatalogueEntry("placement.cpu-island", "warning", "placement", "CPU island between NPU segments",
      "Ops run on the CPU between two NPU segments: every inference crosses NPU -> CPU -> NPU "
@@ -168,6 +193,12 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "The model has INT16 activations (the 16x8 recipe) but the target's NPU runs 8-bit "
      "activations only: those ops fall back to the CPU.",
      "Use an a8w8 recipe for this target."),
+    CatalogueEntry("placement.compiler-crash", "error", "placement", "The BSP's compiler crashed on the model",
+     "The NPU compiler of the target's BSP (Vela on imx93) exited with an error, e.g. an AssertionError inside "
+     "its graph rewrite: the board gets no compiled model and every op runs on the CPU. The other targets are "
+     "placed as usual; the report shows the other installed compiler's placement beside it.",
+     "Take a BSP release whose compiler compiles the model (--bsp), or change the model where the compiler "
+     "fails (its traceback, in the finding's evidence) and place it again."),
     CatalogueEntry("placement.bsp-compiler-cpu", "warning", "placement", "The BSP's compiler leaves ops on the CPU",
      "The compiler version the board's BSP ships puts ops on the CPU that the newest compiler "
      "places on the NPU: the board runs slower than a desktop compile suggests.",

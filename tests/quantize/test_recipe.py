@@ -32,8 +32,7 @@ def test_unknown_recipe_is_an_error():
 
 
 @pytest.mark.parametrize("kwargs, phrase", [
-    (dict(calibrator="percentile"), "TFLite converter has no 'percentile' calibrator"),
-    (dict(calibrator="entropy"), "TFLite converter has no 'entropy' calibrator"),
+    (dict(calibrator="entropy"), "TFLite backend has no 'entropy' calibrator"),
     (dict(backend="onnx", input_dtype="int8", output_dtype="float32"), "keep float32 inputs and outputs"),
     (dict(backend="onnx", activation_bits=16, input_dtype="float32", output_dtype="float32"),
      "16-bit activations are a TFLite mode"),

@@ -318,14 +318,28 @@ class TFLitePredictor(Predictor):
 
     def __init__(self, path: str, **kwargs: Any):
         super().__init__(path, **kwargs)
-        from ai_edge_litert.interpreter import Interpreter
-        self._Interpreter = Interpreter
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+        self._Interpreter: Any = Interpreter
         self._content = Path(path).read_bytes()
+        self.kernels = "LiteRT default runtime (XNNPACK)"
         try:
             self._one = Interpreter(model_content=self._content, num_threads=self.num_threads)
             self._one.allocate_tensors()
         except (RuntimeError, ValueError) as exc:
-            raise ModelError(f"{path}: LiteRT cannot load this model ({exc}).") from exc
+            if "xnnpack" not in str(exc).lower():
+                raise ModelError(f"{path}: LiteRT cannot load this model ({exc}).") from exc
+            # XNNPACK refuses some INT8 files (`failed to create XNNPACK runtime`) that the builtin kernels run
+            self._Interpreter = functools.partial(
+                Interpreter, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+            try:
+                self._one = self._Interpreter(model_content=self._content, num_threads=self.num_threads)
+                self._one.allocate_tensors()
+            except (RuntimeError, ValueError) as exc2:
+                raise ModelError(f"{path}: LiteRT cannot load this model ({exc}; without XNNPACK: {exc2}).") from exc2
+            self.kernels = "LiteRT builtin kernels (XNNPACK refused the model)"
+            warnings.warn(f"{path}: LiteRT's default runtime refuses this model (XNNPACK: "
+                          f"{' '.join(str(exc).split())[:200]}); running it with the builtin kernels instead "
+                          "(numbers are the same arithmetic; speed is not XNNPACK's).", WorkbenchWarning, stacklevel=3)
         inputs, outputs = self._one.get_input_details(), self._one.get_output_details()
         if len(inputs) != 1:
             raise ModelError(f"{path}: the model has {len(inputs)} inputs "

@@ -61,9 +61,10 @@ def check_recipe(recipe: QuantRecipe, source: str | os.PathLike) -> None:
             f"{where}: +{'+'.join(recipe.transforms)} rewrite Keras or ONNX weights; an FP32 .tflite is quantized "
             "as it is (AI Edge Quantizer). Quantize the .keras/.onnx the .tflite came from with +cle/+bc, or drop "
             "the transform.")
-    if recipe.calibrator != "minmax":
+    if recipe.calibrator not in ("minmax", "percentile"):
         raise QuantizationError(f"{where}: calibrator {recipe.calibrator!r} is not available for a .tflite source "
-                                "(min/max calibration). Use calibrator='minmax'.")
+                                "(min/max calibration, narrowed by 'percentile'). Use calibrator='minmax' or "
+                                "'percentile'.")
     if recipe.activation_bits == 16 and "uint8" in (recipe.input_dtype, recipe.output_dtype):
         raise QuantizationError(f"{where}: uint8 inputs/outputs with 16-bit activations do not exist.")
 
@@ -189,6 +190,7 @@ def quantize_float_tflite(path: str | os.PathLike, recipe: QuantRecipe, x: np.nd
             name = prepared.input_names[0]
             data = {SIGNATURE: [{name: np.ascontiguousarray(x[i:i + 1], np.float32)} for i in range(len(x))]}
             calibration = q.calibrate(data, num_threads=1)
+            calibration, ranges = _edit_ranges(prepared, calibration, x, recipe)
             result = q.quantize(calibration, enable_progress_report=False)
         except (QuantizationError, ModelError):
             raise
@@ -200,8 +202,30 @@ def quantize_float_tflite(path: str | os.PathLike, recipe: QuantRecipe, x: np.nd
     out = drop_identity_requantize(bytes(result.quantized_model))
     out = set_io_types(out, recipe.input_dtype, recipe.output_dtype, source=str(source))
     entry = {"tool": TOOL, "versions": toolchain(), "route": "tflite as it is (no conversion)",
-             "prepared": list(prepared.changes)}
+             "prepared": list(prepared.changes), "ranges": ranges}
     return out, entry
+
+
+def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray, recipe: QuantRecipe
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The calibrated min/max set to the data's percentiles (``calibrator='percentile'``), and what the
+    data says of the calibrated ranges (ranges.py: the tensors far wider than their 0.1..99.9 percentiles)."""
+    from .ranges import percentile_edit
+    ranges = {n: (float(np.min(v["min"])), float(np.max(v["max"]))) for n, v in calibration.items()
+              if isinstance(v, dict) and "min" in v and "max" in v and np.size(v["min"]) == 1}
+    percentile = recipe.percentile if recipe.calibrator == "percentile" else None
+    edited, outliers = percentile_edit(prepared.data, x, ranges, set(prepared.input_names), percentile)
+    changed = 0
+    if percentile is not None:
+        calibration = dict(calibration)
+        for n, (lo, hi) in edited.items():
+            if (lo, hi) != ranges[n]:
+                changed += 1
+                v = calibration[n]
+                calibration[n] = {**v, "min": np.full_like(np.asarray(v["min"]), lo),
+                                  "max": np.full_like(np.asarray(v["max"]), hi)}
+    return calibration, {"calibrator": recipe.calibrator, "percentile": percentile, "tensors": len(ranges),
+                         "changed": changed, "outliers": outliers[:12], "n_outliers": len(outliers)}
 
 
 def set_io_types(data: bytes, input_dtype: str, output_dtype: str, *, source: str = "<bytes>") -> bytes:

@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a calibration set written by `workbench calibrate -o FILE` (its samples from DATASET), "
                         "or N: the first N samples of --split (default: the whole split)")
     p.add_argument("--calibrator", choices=("minmax", "percentile", "entropy"),
-                   help="calibration method (TFLite has minmax only)")
+                   help="calibration method: minmax; percentile (the data's percentiles, every backend); entropy (ONNX "
+                        "only)")
     p.add_argument("--percentile", type=finite_float, help="percentile for --calibrator percentile (default 99.999)")
     p.add_argument("--exclude", metavar="OPS", default="",
                    help="comma-separated op types or node names kept in float (turns float fallback on)")
@@ -112,6 +113,8 @@ def _quantize(args: argparse.Namespace) -> int:
     obj["float_ops"] = list(result.float_ops)
     obj["warnings"] = notes
     text = result.summary() + f"\n  model:    {result.path}\n  manifest: {result.manifest_path}"
+    if result.loaded():
+        text += f"\n  runtime:  {result.loaded()}"
     if result.float_ops:
         text += "\n  float ops: " + ", ".join(result.float_ops)
     from ..models.structure import summary_lines

@@ -72,6 +72,7 @@ class QuantizedModel(Result):
     cache_hit: bool = False
     conversion: dict[str, Any] | None = None   # how a non-Keras source reached the backend (onnx2tf...)
     structure: dict[str, Any] | None = None    # source ops vs INT8 ops (workbench/models/structure.py)
+    runtime: dict[str, Any] | None = None      # what loaded the .tflite and ran it (runtime_check.check_tflite)
 
     def inspect(self) -> ModelInspection:
         """Read the file again (every tensor and op with its quantization)."""
@@ -87,6 +88,16 @@ class QuantizedModel(Result):
                 f"{self.calibration_size} calibration samples, sha256 {self.sha256[:12]}"
                 + (" (cache hit)" if self.cache_hit else ""))
 
+    def loaded(self) -> str:
+        """What loaded and ran the file before it was stored ("" for ONNX)."""
+        rt = self.runtime
+        if not rt:
+            return ""
+        if rt.get("xnnpack"):
+            return f"loaded and run in {rt.get('loaded_by')} ({rt.get('probes')} calibration samples)"
+        return ("XNNPACK refuses it (LiteRT's default runtime: " + str(rt.get("xnnpack_error")) + "); loaded and "
+                f"run with LiteRT's builtin kernels ({rt.get('probes')} calibration samples)")
+
     def _repr_html_(self) -> str:
         from .. import display
         q_in, q_out = self.input_quantization, self.output_quantization
@@ -96,7 +107,8 @@ class QuantizedModel(Result):
                 ("input", f"{q_in.dtype} scale={q_in.scale} zero_point={q_in.zero_point}"),
                 ("output", f"{q_out.dtype} scale={q_out.scale} zero_point={q_out.zero_point}"),
                 ("float ops", ", ".join(self.float_ops) or "none"), ("min runtime", self.min_runtime),
-                ("manifest", self.manifest_path), ("cache", "hit" if self.cache_hit else "miss")]
+                ("manifest", self.manifest_path), ("cache", "hit" if self.cache_hit else "miss"),
+                ("runtime", self.loaded() or "n/a")]
         if self.conversion:
             conv = self.conversion
             rows.insert(4, ("converted with", f"{conv.get('tool')} "
@@ -203,6 +215,18 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
     if output is not None:
         model_path, manifest_path = _publish(model_path, manifest_path, Path(output), ext)
     manifest = read_json(manifest_path)
+    runtime = manifest.get("runtime")
+    if runtime is None and ext == ".tflite":   # a cache entry from before the check: load it now (not stored)
+        from .runtime_check import check_tflite
+        try:
+            runtime = check_tflite(Path(model_path).read_bytes(), calib.x)
+        except (RuntimeError, ValueError) as exc:
+            raise QuantizationError(f"{model_path}: LiteRT cannot load the cached INT8 model ({exc}). "
+                                    "Quantize again with cache=False (--no-cache).") from exc
+    if runtime and not runtime.get("xnnpack"):
+        warnings.warn(f"{model_path}: LiteRT's default runtime refuses the INT8 model (XNNPACK: "
+                      f"{runtime.get('xnnpack_error')}); it loads and runs with the builtin kernels "
+                      "(evaluate falls back to them).", WorkbenchWarning, stacklevel=2)
     return QuantizedModel(
         path=str(model_path), sha256=manifest["sha256"], size_bytes=int(manifest["size_bytes"]),
         recipe=rec, backend=rec.backend, format=inspection.format, model_version=manifest["model_version"],
@@ -213,7 +237,7 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
         weight_granularity=inspection.weight_granularity, full_integer=inspection.full_integer,
         min_runtime=inspection.min_runtime, toolchain=toolchain, manifest_path=str(manifest_path),
         cache_key=key, cache_hit=hit is not None, conversion=manifest.get("conversion"),
-        structure=_stored_structure(manifest) or _structure(source, fmt, model_path, rec.backend))
+        structure=_stored_structure(manifest) or _structure(source, fmt, model_path, rec.backend), runtime=runtime)
 
 
 # -- steps -------------------------------------------------------------------------------------
@@ -439,12 +463,16 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
     if rec.backend == "onnx":
         from .onnx_backend import quantize_onnx
         data = quantize_onnx(work, rec, x)
+        ranges = None
     elif work_fmt == "tflite":
         from .aeq_backend import quantize_float_tflite
         data, conversion = quantize_float_tflite(work, rec, calib.x)
+        ranges = conversion.pop("ranges", None)
     else:
         from .tflite_backend import quantize_tflite
-        data = quantize_tflite(work, work_fmt, rec, calib.x)
+        report: dict[str, Any] = {}
+        data = quantize_tflite(work, work_fmt, rec, calib.x, report)
+        ranges = report.get("ranges")
     if rec.backend == "tflite":   # exact rewrites of what a converter added (workbench/models/tflite_passes.py)
         from ..models.tflite_passes import apply_passes
         data, passes = apply_passes(data)
@@ -455,11 +483,13 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
         probe.write_bytes(data)
         inspection = inspect_model(probe)
         structure = _structure(source, fmt, probe, rec.backend)
-    problems = inspection.check(rec)
-    if problems:
-        raise QuantizationError(f"{source}: the {rec.backend} result breaks recipe {rec.name!r}: "
-                                + "; ".join(problems)
-                                + ". Exclude those ops with float fallback (--exclude), or change the model.")
+        problems = inspection.check(rec)
+        if problems:
+            raise QuantizationError(f"{source}: the {rec.backend} result breaks recipe {rec.name!r}: "
+                                    + "; ".join(problems)
+                                    + ". Exclude those ops with float fallback (--exclude), or change the model.")
+        runtime, absurd = _runtime_check(source, work, work_fmt, probe, data, calib.x) if ext == ".tflite" \
+            else (None, [])
     manifest = build_manifest(
         file=f"model{ext}", sha256=sha256_bytes(data), size_bytes=len(data), fmt=inspection.format,
         recipe=rec.to_dict(), min_runtime=inspection.min_runtime,
@@ -470,9 +500,55 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
         inspection=inspection, cache_key=key, conversion=conversion,
         created_utc=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     manifest["structure"] = structure
+    if runtime is not None:
+        manifest["runtime"] = runtime
+        manifest["absurd_scales"] = absurd
+    if ranges:
+        manifest["ranges"] = ranges      # what the data says of the calibrated ranges (ranges.py)
     from .cache import store
     model_path, manifest_path = store(key, ext, data, manifest)
     return model_path, manifest_path, inspect_model(model_path)
+
+
+def _runtime_check(source: Path, work: Path, work_fmt: str, path: Path, data: bytes, x: np.ndarray
+                   ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Load the INT8 file as LiteRT's default runtime does (XNNPACK; the builtin kernels where XNNPACK refuses
+    it) and run calibration samples through it; refuse a model whose INT8 outputs ignore the input."""
+    from .runtime_check import absurd_scales, cause, check_tflite, describe_absurd
+    try:
+        record = check_tflite(data, x, reference=lambda p: _float_outputs(work, work_fmt, p))
+    except (RuntimeError, ValueError) as exc:
+        raise QuantizationError(f"{source}: LiteRT cannot load the quantized model, neither with its default runtime "
+                                f"(XNNPACK) nor with its builtin kernels: {' '.join(str(exc).split())[:300]}. "
+                                "Next: exclude the op it names (--exclude) or try another recipe.") from exc
+    absurd = absurd_scales(str(path))
+    if record["ignores_input"]:
+        why = describe_absurd(absurd)
+        raise QuantizationError(
+            f"{source}: the INT8 model ignores its input: {record['distinct_inputs']} different calibration samples "
+            f"give the same INT8 output(s) ({', '.join(record['constant_outputs'])}) while the float model's "
+            f"differ (by up to {record.get('float_spread', float('nan')):.3g})"
+            + (f"; {why}" if why else "") + ". Next: "
+            + ("make the padding finite (export the max-pool without ceil_mode, with explicit padding) or exclude "
+               f"{cause(absurd)['op']} (--exclude {cause(absurd)['op']})" if absurd else
+               "check the calibration data and the layer ranges (`workbench quantize` with --calibrator "
+               "percentile, or exclude the op that saturates)") + ".")
+    return record, absurd
+
+
+def _float_outputs(work: Path, work_fmt: str, x: np.ndarray) -> list[np.ndarray]:
+    """The float model the backend read, run on ``x`` (a list of outputs, each (N, ...))."""
+    from .runtime_check import _run, load_tflite
+    if work_fmt == "tflite":
+        return _run(load_tflite(work.read_bytes())[0], x)
+    import contextlib
+    import io
+
+    from .tflite_backend import _tf, load_function
+    fn, _, _ = load_function(work, work_fmt)
+    with contextlib.redirect_stdout(io.StringIO()):
+        data = _tf().lite.TFLiteConverter.from_concrete_functions([fn]).convert()
+    return _run(load_tflite(bytes(data))[0], x)
 
 
 def _publish_target(output: Path, ext: str) -> tuple[Path, Path]:

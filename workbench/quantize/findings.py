@@ -7,6 +7,8 @@
 - ``quantize.per-tensor-collapse``: per-tensor weights that leave some output channels a few
   INT8 levels (read from the weight bytes in the file);
 - ``quantize.channel-range-spread`` (info): per-channel scales spread by orders of magnitude;
+- ``quantize.absurd-scale``: an activation scale no real activation reaches (float32-lowest padding);
+- ``quantize.xnnpack-refused``: LiteRT's default runtime refuses the file (the manifest's ``runtime``);
 - ``model.dynamic-batch``: a dynamic input dimension;
 - ``deploy.manifest-sha-mismatch`` / ``deploy.toolchain-drift``: the manifest beside the model
   against the file's bytes and the tools installed now.
@@ -78,12 +80,60 @@ def inspection_findings(insp: ModelInspection, *, target: str = "", excluded: tu
                         evidence={"format": insp.format, "ops": [_op_ref(q) for q in insp.qdq_inside]
                                   if insp.format == "tflite" else list(insp.qdq_inside)}))
     out += weight_findings(insp, target=target)
+    out += absurd_scale_findings(insp, target=target)
     dynamic = dynamic_inputs(insp)
     if dynamic:
         listed = ", ".join(f"{d['tensor']} {d['shape']}" for d in dynamic)
         out.append(make("model.dynamic-batch", f"{name}: input(s) with a dynamic dimension: {listed}",
                         target=target, evidence={"inputs": dynamic}))
     return out
+
+
+def absurd_scale_findings(insp: ModelInspection, *, target: str = "") -> list[Finding]:
+    """``quantize.absurd-scale``: activation tensors whose INT8 range no real activation reaches, read from
+    the file (the PAD that explains the others named first)."""
+    if insp.format != "tflite":
+        return []
+    from .runtime_check import absurd_scales, cause, describe_absurd
+    try:
+        rows = absurd_scales(insp.path)
+    except WorkbenchError:   # the file moved since the inspection
+        return []
+    if not rows:
+        return []
+    first = cause(rows)
+    return [make("quantize.absurd-scale", f"{Path(insp.path).name}: {describe_absurd(rows)}", target=target,
+                 evidence={"tensor": first["tensor"], "op": first["op"], "op_index": first["op_index"],
+                           "scale": first["scale"], "tensors": rows[:MAX_LISTED]})]
+
+
+def runtime_findings(runtime: dict[str, Any] | None, name: str, *, target: str = "") -> list[Finding]:
+    """``quantize.xnnpack-refused`` from the manifest's ``runtime`` record (runtime_check.check_tflite)."""
+    if not runtime or runtime.get("xnnpack", True):
+        return []
+    return [make("quantize.xnnpack-refused", f"{name}: LiteRT's default runtime refuses the INT8 model (XNNPACK: "
+                 f"{runtime.get('xnnpack_error')}); it runs with the builtin kernels only", target=target,
+                 evidence={"xnnpack_error": runtime.get("xnnpack_error"), "loaded_by": runtime.get("loaded_by")})]
+
+
+def range_findings(manifest_path: str | os.PathLike, name: str, *, target: str = "") -> list[Finding]:
+    """``quantize.range-outliers`` from the manifest's ``ranges`` record (ranges.py): calibrated ranges at least
+    10x wider than the data's 0.1..99.9 percentile range, with min/max calibration."""
+    from .._io import read_json
+    try:
+        ranges = read_json(manifest_path).get("ranges") or {}
+    except (OSError, ValueError):
+        return []
+    rows = ranges.get("outliers") or []
+    if not rows or ranges.get("calibrator") != "minmax":
+        return []
+    listed = ", ".join(f"{r['tensor']!r} [{r['calibrated'][0]:.4g}, {r['calibrated'][1]:.4g}] vs "
+                       f"[{r['p0.1']:.4g}, {r['p99.9']:.4g}] ({r['ratio']:g}x)" for r in rows[:4])
+    more = f" and {ranges.get('n_outliers', len(rows)) - 4} more" if ranges.get("n_outliers", len(rows)) > 4 else ""
+    return [make("quantize.range-outliers",
+                 f"{name}: {ranges.get('n_outliers', len(rows))} tensor(s) calibrated far wider than the data's "
+                 f"0.1..99.9th percentiles: {listed}{more}", target=target,
+                 evidence={"tensors": rows, "n_outliers": ranges.get("n_outliers", len(rows))})]
 
 
 def dynamic_inputs(insp: ModelInspection) -> list[dict[str, Any]]:
@@ -254,6 +304,8 @@ def quantized_findings(q: Any, *, target: str = "") -> list[Finding]:
                         "inside the INT8 model (recorded; the file is gone): "
                         + ", ".join(f"{o['op']} #{o['index']}" for o in ops[:MAX_LISTED]),
                         target=target, evidence={"format": q.format, "ops": ops}))
+    out += runtime_findings(getattr(q, "runtime", None), Path(q.path).name, target=target)
+    out += range_findings(q.manifest_path, Path(q.path).name, target=target)
     out += deployed_findings(q.path, q.manifest_path, target=target, backend=q.backend)
     out += structure_findings(getattr(q, "structure", None), Path(q.path).name, target=target)
     return out

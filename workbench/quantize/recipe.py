@@ -25,7 +25,7 @@ from ..errors import QuantizationError
 BACKENDS = ("tflite", "onnx")
 GRANULARITIES = ("per_channel", "per_tensor")
 CALIBRATORS = ("minmax", "percentile", "entropy")
-TFLITE_CALIBRATORS = ("minmax",)
+TFLITE_CALIBRATORS = ("minmax", "percentile")
 IO_DTYPES = ("int8", "uint8", "int16", "float32")
 
 
@@ -43,7 +43,9 @@ class QuantRecipe(Result):
     input_dtype, output_dtype : the model's input/output type.  TFLite: ``int8``/``uint8``/
         ``float32`` for 8-bit activations, ``int16``/``float32`` for 16-bit.  ONNX Runtime
         QDQ models keep ``float32`` inputs and outputs.
-    calibrator : ``"minmax"``; ONNX Runtime also ``"percentile"`` and ``"entropy"``.
+    calibrator : ``"minmax"`` or ``"percentile"`` (TFLite: the calibrated min/max narrowed to the
+        ``percentile``/``100 - percentile`` values of each tensor on the calibration data before the
+        quantizer reads them, workbench/quantize/ranges.py); ONNX Runtime also ``"entropy"``.
     percentile : the percentile of the ``percentile`` calibrator, in (90, 100].
     exclude : op types (``MEAN``, ``Softmax``) or node names that stay in float.
     allow_float_fallback : allow float ops in the result.  Off by default (full integer);
@@ -82,9 +84,9 @@ class QuantRecipe(Result):
         object.__setattr__(self, "transforms", tuple(t for t in TRANSFORMS if t in self.transforms))
         where = f"recipe {self.name!r}"
         if self.backend == "tflite" and self.calibrator not in TFLITE_CALIBRATORS:
-            raise err(f"{where}: the TFLite converter has no {self.calibrator!r} calibrator (it calibrates "
-                      "with min/max only). Use calibrator='minmax', or backend='onnx' for "
-                      "'percentile'/'entropy'.")
+            raise err(f"{where}: the TFLite backend has no {self.calibrator!r} calibrator (it calibrates "
+                      "with min/max, narrowed to percentiles by 'percentile'). Use calibrator='minmax' or "
+                      "'percentile', or backend='onnx' for 'entropy'.")
         if self.backend == "onnx":
             if self.activation_bits != 8:
                 raise err(f"{where}: 16-bit activations are a TFLite mode (16x8); the ONNX Runtime "

@@ -159,16 +159,24 @@ def _denylists(recipe: QuantRecipe) -> tuple[list[str], list[str]]:
     return ops, nodes
 
 
-def quantize_tflite(path: str | os.PathLike, fmt: str, recipe: QuantRecipe, x: np.ndarray) -> bytes:
-    """Quantized .tflite bytes for the model at ``path``."""
+def quantize_tflite(path: str | os.PathLike, fmt: str, recipe: QuantRecipe, x: np.ndarray,
+                    report: dict[str, Any] | None = None) -> bytes:
+    """Quantized .tflite bytes for the model at ``path``.  ``report`` (a dict) receives what the percentile
+    calibrator did (``ranges``: the tensors changed, the outliers of the calibrated ranges)."""
     tf = _tf()
     fn, _, _ = load_function(path, fmt)
     conv = make_converter(fn, recipe, x)
     import warnings
+    if recipe.calibrator == "percentile" and recipe.activation_bits == 16:
+        raise QuantizationError(f"{path}: recipe {recipe.name!r}: the TFLite converter's 16x8 mode calibrates and "
+                                "quantizes in one step (no calibrated model to edit), so 'percentile' is not available "
+                                "with 16-bit activations. Use calibrator='minmax' (16-bit steps are 256x finer).")
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Statistics for quantized inputs were expected")
             warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
+            if recipe.calibrator == "percentile":
+                return _calibrate_edit_quantize(conv, recipe, x, report)
             if recipe.exclude:
                 deny_ops, deny_nodes = _denylists(recipe)
                 options = tf.lite.experimental.QuantizationDebugOptions(
@@ -186,3 +194,32 @@ def quantize_tflite(path: str | os.PathLike, fmt: str, recipe: QuantRecipe, x: n
             f"{path}: the TFLite converter failed for recipe {recipe.name!r}: {message}. "
             "If an op cannot be quantized, exclude it (--exclude OP, float fallback) or choose another "
             "recipe.") from exc
+
+
+def _calibrate_edit_quantize(conv: Any, recipe: QuantRecipe, x: np.ndarray, report: dict[str, Any] | None) -> bytes:
+    """The converter's quantization in its two steps with an edit between: calibrate only (min/max written into
+    the float flatbuffer's tensors), set each activation's range to its percentiles on ``x`` (ranges.py), then
+    the MLIR quantizer with the arguments ``convert()`` passes it (and the denylists of excluded ops)."""
+    from tensorflow.lite.python.convert import deduplicate_readonly_buffers, mlir_quantize
+
+    from .ranges import calibrated_ranges, percentile_edit, set_calibrated_ranges
+    tf = _tf()
+    conv._experimental_calibrate_only = True
+    calibrated = bytes(conv.convert())
+    ranges, inputs = calibrated_ranges(calibrated)
+    edited, outliers = percentile_edit(calibrated, x, ranges, inputs, recipe.percentile)
+    changed = {n: r for n, r in edited.items() if r != ranges[n]}
+    calibrated = set_calibrated_ranges(calibrated, changed)
+    if report is not None:
+        report["ranges"] = {"calibrator": recipe.calibrator, "percentile": recipe.percentile, "tensors": len(ranges),
+                            "changed": len(changed), "outliers": outliers[:12], "n_outliers": len(outliers)}
+    if recipe.exclude:
+        deny_ops, deny_nodes = _denylists(recipe)
+        data = mlir_quantize(calibrated, disable_per_channel=not recipe.per_channel,
+                             fully_quantize=recipe.input_dtype != "float32",
+                             denylisted_ops=deny_ops or None, denylisted_nodes=deny_nodes or None)
+    else:
+        data = mlir_quantize(calibrated, not recipe.per_channel,
+                             input_data_type=getattr(tf, _IO_TYPES[recipe.input_dtype]),
+                             output_data_type=getattr(tf, _IO_TYPES[recipe.output_dtype]))
+    return bytes(deduplicate_readonly_buffers(data))

@@ -1,0 +1,147 @@
+"""Calibrated activation ranges against the data: percentiles, and the edit before quantization.
+
+Both TFLite routes calibrate first and quantize after, and the calibrated ranges can be edited in
+between: the TFLite converter's calibration (``_experimental_calibrate_only``) writes min/max into
+each tensor of a float flatbuffer that :func:`tensorflow.lite.python.convert.mlir_quantize` then
+quantizes; AI Edge Quantizer's ``calibrate`` returns ``{tensor: {"min", "max"}}`` that its
+``quantize`` reads.  :func:`activation_percentiles` runs the float model on the calibration samples
+(LiteRT, every tensor kept) and gives each tensor's low/high percentile; the percentile calibrator
+sets each calibrated range to them, and :func:`range_outliers` lists the
+tensors whose calibrated range is far wider than the one holding 99.8% of their values
+(``quantize.range-outliers``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+#: values kept per tensor to estimate its percentiles (a random subset when the data has more)
+SAMPLE_LIMIT = 200_000
+#: the percentile the outlier finding compares with (0.1th..99.9th)
+OUTLIER_PERCENTILE = 99.9
+#: a calibrated range this many times wider than the 0.1..99.9 percentile range is "far outside"
+OUTLIER_RATIO = 10.0
+
+
+def activation_percentiles(model: bytes, x: np.ndarray, names: Iterable[str], percentiles: Iterable[float],
+                           *, seed: int = 0) -> dict[str, dict[float, float]]:
+    """``{tensor name: {p: value}}`` for the float ``.tflite`` ``model`` on samples ``x`` (model inputs),
+    for each named tensor the interpreter holds; ``percentiles`` in [0, 100]."""
+    import warnings
+
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # "preserve_all_tensors is for debugging" - that is what we do
+        it = Interpreter(model_content=model, experimental_preserve_all_tensors=True, num_threads=1,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it.allocate_tensors()
+    wanted = set(names)
+    index = {d["name"]: d["index"] for d in it.get_tensor_details() if d["name"] in wanted}
+    inp = it.get_input_details()[0]
+    rng = np.random.default_rng(seed)
+    per_sample = max(1, SAMPLE_LIMIT // max(len(x), 1))
+    kept: dict[str, list[np.ndarray]] = {n: [] for n in index}
+    for i in range(len(x)):
+        it.set_tensor(inp["index"], np.ascontiguousarray(x[i:i + 1], np.float32).reshape(inp["shape"]))
+        it.invoke()
+        for name, t in index.items():
+            try:
+                v = np.asarray(it.get_tensor(t), np.float32).reshape(-1)
+            except ValueError:             # a tensor the interpreter does not hold (optimised away)
+                continue
+            if v.size > per_sample:
+                v = v[rng.choice(v.size, per_sample, replace=False)]
+            kept[name].append(v)
+    ps = list(percentiles)
+    out = {}
+    for name, parts in kept.items():
+        if parts:
+            values = np.concatenate(parts)
+            out[name] = dict(zip(ps, (float(q) for q in np.percentile(values, ps))))
+    return out
+
+
+def percentile_range(lo: float, hi: float, p_lo: float, p_hi: float) -> tuple[float, float]:
+    """The range of the percentile calibrator: the data's ``[p_lo, p_hi]`` (holding 0, as the quantizers
+    do), in place of the calibrated ``[lo, hi]`` (kept for a constant tensor).  Narrower than a global
+    min/max (the TFLite converter's); it may be wider than AI Edge Quantizer's moving average of each
+    sample's min/max, which clips values the data does reach."""
+    new_lo, new_hi = min(p_lo, 0.0), max(p_hi, 0.0)
+    if new_hi <= new_lo:              # a constant tensor: keep what calibration saw
+        return lo, hi
+    return new_lo, new_hi
+
+
+def range_outliers(ranges: dict[str, tuple[float, float]], pct: dict[str, dict[float, float]],
+                   *, ratio: float = OUTLIER_RATIO) -> list[dict[str, Any]]:
+    """Tensors whose calibrated range is at least ``ratio`` times the 0.1..99.9 percentile range, widest first."""
+    lo_p, hi_p = 100.0 - OUTLIER_PERCENTILE, OUTLIER_PERCENTILE
+    rows = []
+    for name, (lo, hi) in ranges.items():
+        p = pct.get(name)
+        if not p or lo_p not in p or hi_p not in p:
+            continue
+        inner = max(p[hi_p], 0.0) - min(p[lo_p], 0.0)
+        width = hi - lo
+        if inner <= 0 or width <= 0 or width < ratio * inner:
+            continue
+        rows.append({"tensor": name, "calibrated": [float(lo), float(hi)],
+                     "p0.1": float(p[lo_p]), "p99.9": float(p[hi_p]), "ratio": round(float(width / inner), 1)})
+    return sorted(rows, key=lambda r: -r["ratio"])
+
+
+# -- TFLite converter: the calibrated flatbuffer ------------------------------------------------------
+def calibrated_ranges(calibrated: bytes) -> tuple[dict[str, tuple[float, float]], set[str]]:
+    """``{tensor name: (min, max)}`` of the activation tensors a calibrated flatbuffer holds, and the
+    names of the graph's inputs (whose range is the data's, never narrowed)."""
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    model = fu.read_model_from_bytearray(bytearray(calibrated))
+    out: dict[str, tuple[float, float]] = {}
+    inputs: set[str] = set()
+    for sg in model.subgraphs:
+        inputs |= {_name(sg.tensors[i].name) for i in sg.inputs}
+        for t in sg.tensors:
+            q = t.quantization
+            if q is None or q.min is None or q.max is None or len(q.min) != 1 or len(q.max) != 1:
+                continue
+            out[_name(t.name)] = (float(q.min[0]), float(q.max[0]))
+    return out, inputs
+
+
+def set_calibrated_ranges(calibrated: bytes, ranges: dict[str, tuple[float, float]]) -> bytes:
+    """The calibrated flatbuffer with the min/max of the named tensors replaced."""
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    model = fu.read_model_from_bytearray(bytearray(calibrated))
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            new = ranges.get(_name(t.name))
+            if new is not None and t.quantization is not None and t.quantization.min is not None:
+                t.quantization.min = [float(new[0])]
+                t.quantization.max = [float(new[1])]
+    return bytes(fu.convert_object_to_bytearray(model))
+
+
+def _name(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value or "")
+
+
+def percentile_edit(float_model: bytes, x: np.ndarray, ranges: dict[str, tuple[float, float]], skip: set[str],
+                    percentile: float | None) -> tuple[dict[str, tuple[float, float]], list[dict[str, Any]]]:
+    """Percentiles of each calibrated tensor on ``x``: the ranges narrowed to ``percentile`` (None: unchanged),
+    and the outlier rows (``quantize.range-outliers``) of the calibrated ranges as they were."""
+    ps = {100.0 - OUTLIER_PERCENTILE, OUTLIER_PERCENTILE}
+    if percentile is not None:
+        ps |= {100.0 - percentile, percentile}
+    names = [n for n in ranges if n not in skip]
+    pct = activation_percentiles(float_model, x, names, sorted(ps))
+    outliers = range_outliers({n: ranges[n] for n in names}, pct)
+    if percentile is None:
+        return ranges, outliers
+    edited = dict(ranges)
+    for n in names:
+        if n in pct:
+            edited[n] = percentile_range(*ranges[n], pct[n][100.0 - percentile], pct[n][percentile])
+    return edited, outliers
