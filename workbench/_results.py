@@ -100,3 +100,93 @@ def _decode(hint: Any, value: Any) -> Any:
     if hint is float and isinstance(value, int):
         return float(value)
     return value
+
+
+def check_values(cls: type, data: Any, where: str = "") -> None:
+    """Raise ``ValueError`` naming the first value of ``data`` that its field's type does not allow.
+
+    For records read back from files (a stage record, a summary): a number must be a finite
+    number (never NaN, infinite, text or a bool) where the field is a number, text where it is
+    text, and ``null`` only where the field may be None.  ``from_dict`` alone would pass a NaN
+    or a string through to the code that computes with it.
+    """
+    _check(cls, data, where or cls.__name__)
+
+
+def _is_record(hint: Any) -> bool:
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
+def _bad(where: str, value: Any, what: str) -> ValueError:
+    shown = repr(value)
+    return ValueError(f"{where} is {shown if len(shown) <= 60 else shown[:57] + '...'}, not {what}")
+
+
+def _check(hint: Any, value: Any, where: str) -> None:
+    import math
+    if hint is Any or hint is object or isinstance(hint, typing.TypeVar):
+        return
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if value is None:
+        if hint is type(None) or (origin in (typing.Union, types.UnionType) and type(None) in args):
+            return
+        raise _bad(where, value, "a value (null is not allowed here)")
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                _check(arg, value, where)
+                return
+            except ValueError as exc:
+                errors.append(exc)
+        raise errors[0] if errors else _bad(where, value, str(hint))
+    if origin is typing.Literal:
+        if value not in args:
+            raise _bad(where, value, f"one of {', '.join(map(repr, args))}")
+        return
+    if _is_record(hint):
+        if not isinstance(value, dict):
+            raise _bad(where, value, f"a mapping ({hint.__name__})")
+        sub = typing.get_type_hints(hint)
+        for key, item in value.items():
+            if key in sub:
+                _check(sub[key], item, f"{where}.{key}")
+        return
+    if origin in (tuple, list) or hint in (tuple, list):
+        if not isinstance(value, list | tuple):
+            raise _bad(where, value, "a list")
+        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            for i, (a, v) in enumerate(zip(args, value)):
+                _check(a, v, f"{where}[{i}]")
+            return
+        item_hint = args[0] if args else Any
+        for i, v in enumerate(value):
+            _check(item_hint, v, f"{where}[{i}]")
+        return
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise _bad(where, value, "a mapping")
+        vt = args[1] if len(args) == 2 else Any
+        for k, v in value.items():
+            _check(vt, v, f"{where}[{k!r}]")
+        return
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise _bad(where, value, "a finite number")
+        return
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return
+            raise _bad(where, value, "a whole number")
+        return
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise _bad(where, value, "true or false")
+        return
+    if hint is str:
+        if not isinstance(value, str):
+            raise _bad(where, value, "text")
+        return

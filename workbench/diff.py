@@ -386,6 +386,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _diff(args: argparse.Namespace) -> int:
     from ._cli import EXIT_GATE_FAILED, EXIT_OK, emit
+    from .runs import check_run_records
+    check_run_records(args.run_a)
+    check_run_records(args.run_b)
     result = diff_runs(args.run_a, args.run_b, targets=args.targets, max_drop_pp=args.max_drop,
                        max_npu_share_drop=args.max_npu_share_drop, max_latency_increase=args.max_latency_increase)
     emit(result, as_json=args.json, text=result.text())

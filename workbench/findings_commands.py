@@ -48,6 +48,8 @@ def _findings(args: argparse.Namespace) -> int:
         run, run_id, note = str(path), None, ""
     else:
         where = resolve_run(path)
+        from .runs import check_run_records
+        check_run_records(where.run_dir)
         found = run_findings(where.run_dir, targets=args.targets or (list(where.targets) if where.note.startswith(
             "target folder") else None))
         run, run_id, note = str(path), where.run_id, where.note

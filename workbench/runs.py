@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._io import CACHE_TOKEN, atomic_write_json, local_paths, portable_paths, read_json  # noqa: F401
-from ._results import Result
+from ._results import Result, check_values
 from ._validation import check_choice
 from .errors import BatchError, WorkbenchWarning
 from .findings import Finding
@@ -249,6 +249,7 @@ class RunFolder:
                              f"Delete it and run the {stage} stage again.")
         cls = getattr(importlib.import_module(module), name)
         try:
+            check_values(cls, record["result"], "result")
             return cls.from_dict(local_paths(record["result"], base=self.path))
         except (KeyError, TypeError, ValueError) as exc:
             raise BatchError(f"{self.file(stage)}: not a readable {stage} record ({type(exc).__name__}: {exc}); "
@@ -614,6 +615,23 @@ def _latency_source(timing: Any) -> str:
     if not timing.on_board:
         return LatencySource.HOST_CPU.value
     return (LatencySource.BOARD if timing.delegate else LatencySource.BOARD_CPU).value
+
+
+def check_run_records(run_dir: str | os.PathLike) -> None:
+    """Raise :class:`BatchError` naming the first stage record of ``run_dir`` that cannot be read as its
+    type (invalid JSON, a NaN, text where a number belongs...).  ``findings`` and ``diff`` call it first:
+    a verdict on a run whose records are damaged would leave the damaged stage out silently."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        return
+    for target in TARGETS:
+        if not (root / target).is_dir():
+            continue
+        folder = RunFolder.__new__(RunFolder)          # read-only: no folder is created
+        folder.root, folder.target, folder.path = root, target, root / target
+        for stage in STAGES:
+            if folder.has(stage):
+                folder.load(stage)
 
 
 def _load_typed(folder: RunFolder, stage: str) -> Any:

@@ -9,7 +9,13 @@ package ``==`` pinned, the list below) under the cache folder::
         bin/ lib/ ...        the venv
         lock.txt             the requirements it was installed from
         toolenv.json         name, lock sha256, versions of the packages that matter
+        content.json         the sha256 and size of every file of the environment, recorded at install
         .complete            written last: an environment without it is never used
+
+An environment is trusted on its content, not its folder name: at install the sha256 of every file is
+recorded in ``content.json`` (with one digest over all of them); each use checks that the same files with
+the same sizes are there (a second, not a minute of hashing 2.6 GB), and :func:`verify` (``workbench tools
+verify NAME``) hashes every file again.  A changed environment is refused, naming a changed file.
 
 A new lock gives a new folder, so an environment is never half-upgraded; an interrupted
 install (no ``.complete``) is removed and redone on the next call.  Two processes asking for the
@@ -175,8 +181,7 @@ class ToolEnv:
         if exe.exists():
             argv[0] = str(exe)
         try:
-            proc = subprocess.run(argv, cwd=cwd, env=self.environ(env), capture_output=True, text=True,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
+            proc = run_in_group(argv, cwd=cwd, env=self.environ(env), timeout=timeout)
         except subprocess.TimeoutExpired:
             raise ToolError(f"{self.name}: `{' '.join(map(str, args))}` did not finish within {timeout:g} s; "
                             "pass a larger timeout or check the input") from None
@@ -194,6 +199,117 @@ class ToolEnv:
     def summary(self) -> str:
         versions = ", ".join(f"{k} {v}" for k, v in self.versions.items())
         return f"{self.name} (lock {self.lock_sha256[:12]}): {versions}"
+
+
+# -- the tool's processes live and die with the workbench ---------------------------------------------
+# A tool runs in its own process group (its children too), started through a tiny wrapper that asks the
+# kernel to SIGKILL it when the workbench dies (PR_SET_PDEATHSIG: also after kill -9 of the workbench).  A
+# time-out or an interrupt kills the whole group.  The tool's work folder (``cwd``) gets a marker naming the
+# workbench's pid, the group and a random token; the next tool run removes marked work folders in the temp
+# folder whose workbench is gone, after killing any process of their group still running there.
+RUN_MARKER = ".npu-workbench-tool-run"
+_WRAPPER = """\
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+except Exception:
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(137)                                                # the workbench is already gone
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def run_in_group(argv: Sequence[str], *, cwd: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
+                 timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, capture_output=True, text=True)`` in a new process group that dies with us."""
+    import secrets
+    remove_stale_work_folders()
+    wrapped = [sys.executable, "-c", _WRAPPER, str(os.getpid()), *argv]
+    proc = subprocess.Popen(wrapped, cwd=cwd, env=dict(env) if env is not None else None, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    marker = None
+    if cwd is not None:
+        marker = Path(cwd) / RUN_MARKER
+        with contextlib.suppress(OSError):
+            marker.write_text(json.dumps({"made_by": "npu-workbench", "pid": os.getpid(), "pgid": proc.pid,
+                                          "token": secrets.token_hex(16),
+                                          "folder": os.path.realpath(cwd)}), encoding="utf-8")
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:        # a time-out, Ctrl-C, an error: the tool and its children go with it
+        _kill_group(proc.pid)
+        proc.communicate()
+        raise
+    finally:
+        if marker is not None:
+            with contextlib.suppress(OSError):
+                marker.unlink()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _kill_group(pgid: int) -> None:
+    import signal
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def remove_stale_work_folders(parent: str | os.PathLike | None = None) -> list[Path]:
+    """Remove tool work folders (``wb-*`` in the temp folder) left by a workbench that was killed.
+
+    Only folders holding this module's marker for that very folder, whose workbench process is gone, are
+    touched; processes of the marker's group still running inside the folder are killed first."""
+    import tempfile
+    root = Path(parent or tempfile.gettempdir())
+    removed = []
+    try:
+        candidates = [p for p in root.iterdir() if p.name.startswith("wb-") and p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+    for folder in candidates:
+        marker = folder / RUN_MARKER
+        try:
+            if not marker.is_file() or marker.is_symlink() or marker.stat().st_size > 4096:
+                continue
+            info = json.loads(marker.read_text(encoding="utf-8"))
+            pid, pgid = int(info["pid"]), int(info["pgid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if info.get("made_by") != "npu-workbench" or info.get("folder") != os.path.realpath(folder):
+            continue
+        if pid == os.getpid() or _alive(pid):
+            continue
+        for member in _group_members(pgid):
+            with contextlib.suppress(OSError):
+                where = os.path.realpath(f"/proc/{member}/cwd")
+                if where == info["folder"] or where.startswith(info["folder"] + os.sep):
+                    _kill_group(pgid)
+                    break
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _group_members(pgid: int) -> list[int]:
+    out = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                    if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
+                        out.append(int(entry))
+    return out
 
 
 def spec(name: str) -> ToolSpec:
@@ -231,7 +347,88 @@ def _load(tool: ToolSpec, root: Path) -> ToolEnv | None:
         return None
     if not (root / "bin" / "python").exists():
         return None
+    _check_content(tool.name, root)
     return ToolEnv(tool.name, root, tool.lock_sha256, dict(info.get("versions", {})))
+
+
+CONTENT = "content.json"
+_OWN_FILES = {".complete", "toolenv.json", CONTENT}
+_checked: dict[str, float] = {}
+
+
+def _files(root: Path) -> dict[str, int]:
+    """Relative path -> size of every file of the environment (not Python's byte-code caches)."""
+    out: dict[str, int] = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in names:
+            path = Path(folder, name)
+            rel = path.relative_to(root).as_posix()
+            if rel in _OWN_FILES or name.endswith(".pyc"):
+                continue
+            out[rel] = path.lstat().st_size
+    return out
+
+
+def content_record(root: Path) -> dict[str, object]:
+    """``{"content_sha256": ..., "files": {rel: [size, sha256]}}`` of the environment at ``root``."""
+    from ._io import sha256_file
+    files = {}
+    for rel, size in sorted(_files(root).items()):
+        path = root / rel
+        files[rel] = [size, "link:" + os.readlink(path) if path.is_symlink() else sha256_file(path)]
+    digest = sha256_bytes("".join(f"{rel}\0{h}\n" for rel, (_, h) in files.items()).encode())
+    return {"content_sha256": digest, "files": files}
+
+
+def _check_content(name: str, root: Path, *, full: bool = False) -> None:
+    """Refuse an environment whose files differ from ``content.json`` (sizes and names; ``full``: every sha256)."""
+    import warnings
+
+    from .errors import WorkbenchWarning
+    record_path = root / CONTENT
+    fix = f"Next: reinstall it with `workbench tools install {name} --force`"
+    if not record_path.is_file():   # installed before content hashes were recorded: record them now, once
+        atomic_write_json(record_path, content_record(root))
+        warnings.warn(f"{name}: its content hash was recorded now ({root.name}/{CONTENT}), not at install; "
+                      f"reinstall with `workbench tools install {name} --force` to record it from a clean install",
+                      WorkbenchWarning, stacklevel=4)
+    key = str(root)
+    stamp = record_path.stat().st_mtime
+    if not full and _checked.get(key) == stamp:
+        return
+    try:
+        recorded = read_json(record_path)
+        files = {rel: (int(v[0]), str(v[1])) for rel, v in recorded["files"].items()}
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ToolError(f"{name}: {root / CONTENT} cannot be read ({type(exc).__name__}: {exc}). {fix}.") from None
+    found = _files(root)
+    for rel in sorted(set(files) | set(found)):
+        if rel not in found:
+            raise ToolError(f"{name}: {rel} is missing from the tool environment {root}. {fix}.")
+        if rel not in files:
+            raise ToolError(f"{name}: {rel} was added to the tool environment {root} after install. {fix}.")
+        if found[rel] != files[rel][0]:
+            raise ToolError(f"{name}: {rel} in the tool environment {root} changed after install ({found[rel]} "
+                            f"bytes, {files[rel][0]} recorded). {fix}.")
+    if full:
+        now = content_record(root)["files"]
+        assert isinstance(now, dict)
+        for rel, (_, digest) in files.items():
+            if now[rel][1] != digest:
+                raise ToolError(f"{name}: {rel} in the tool environment {root} changed after install (sha256 "
+                                f"differs from {CONTENT}). {fix}.")
+    _checked[key] = stamp
+
+
+def verify(name: str) -> str:
+    """Hash every file of tool ``name``'s environment again; returns its content sha256 (raises when changed)."""
+    tool = spec(name)
+    root = _root(tool)
+    if _load(tool, root) is None:
+        raise ToolError(f"{name} is not installed. Next: `workbench tools install {name}`.")
+    _check_content(name, root, full=True)
+    return str(read_json(root / CONTENT)["content_sha256"])
 
 
 def find(name: str) -> ToolEnv | None:
@@ -299,5 +496,6 @@ def _install(tool: ToolSpec, root: Path, timeout: float) -> ToolEnv:
     versions = json.loads(step([python, "-c", script, *tool.report], "reading versions").stdout)
     atomic_write_json(root / "toolenv.json", {"name": tool.name, "lock_sha256": tool.lock_sha256,
                                               "summary": tool.summary, "versions": versions})
+    atomic_write_json(root / CONTENT, content_record(root))     # what later uses trust: recorded at install
     atomic_write_text(root / ".complete", tool.lock_sha256 + "\n")
     return ToolEnv(tool.name, root, tool.lock_sha256, versions)

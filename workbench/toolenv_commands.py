@@ -22,17 +22,38 @@ def register(sub: Any) -> None:
     inst.add_argument("--force", action="store_true", help="remove and recreate an installed environment")
     add_json_flag(inst)
     inst.set_defaults(func=_install)
+    ver = tools_sub.add_parser("verify", help="hash every file of these environments again and compare with "
+                                              "the content hash recorded at install")
+    ver.add_argument("names", nargs="+", metavar="NAME", help="tool names (see `workbench tools list`)")
+    add_json_flag(ver)
+    ver.set_defaults(func=_verify)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from . import toolenv
+    from ._cli import emit
+    for name in args.names:
+        toolenv.spec(name)
+    digests = {name: toolenv.verify(name) for name in args.names}
+    emit({"tools": digests}, as_json=args.json,
+         text="\n".join(f"{n:<14} unchanged since install, content sha256 {d[:16]}" for n, d in digests.items()))
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:
     from . import toolenv
     from ._cli import emit
     rows: list[dict[str, Any]] = []
+    from .errors import ToolError
     for name, tool in toolenv.TOOLS.items():
-        env = toolenv.find(name)
+        try:
+            env, damage = toolenv.find(name), None
+        except ToolError as exc:
+            env, damage = None, str(exc)
         rows.append({"name": name, "summary": tool.summary, "lock_sha256": tool.lock_sha256,
-                     "installed": env is not None, "versions": dict(env.versions) if env else {}})
-    text = "\n".join(f"{r['name']:<14} {'installed' if r['installed'] else 'not installed':<14} "
+                     "installed": env is not None, "versions": dict(env.versions) if env else {}, "damaged": damage})
+    state = {r["name"]: "DAMAGED" if r["damaged"] else "installed" if r["installed"] else "not installed" for r in rows}
+    text = "\n".join(f"{r['name']:<14} {state[r['name']]:<14} "
                      f"lock {r['lock_sha256'][:12]}  {r['summary']}" for r in rows)
     emit({"tools": rows}, as_json=args.json, text=text)
     return 0

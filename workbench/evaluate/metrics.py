@@ -103,7 +103,17 @@ def metric_values(name: str, func: Metric, outputs: list[np.ndarray], labels: np
         raise
     except Exception as exc:  # noqa: BLE001 - a user's metric may raise anything; name it
         raise EvaluationError(f"metric {name!r} failed on {where}: {type(exc).__name__}: {exc}") from exc
-    arr = np.asarray(value, dtype=np.float64)
+    try:
+        raw = np.asarray(value)
+    except Exception:  # noqa: BLE001 - ragged lists and odd objects
+        raw = np.asarray(None)
+    if raw.dtype.kind not in "biuf":
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise EvaluationError(f"metric {name!r} returned {type(value).__name__} {shown} on {where}; a metric returns "
+                              "a number, or one number per sample (a list or numpy array of numbers). "
+                              "Next: return float(...) or a numeric array from your function.")
+    arr = raw.astype(np.float64)
     if arr.ndim == 0:
         if not np.isfinite(arr):
             raise EvaluationError(f"metric {name!r} returned {float(arr)} on {where}; a metric must be finite.")

@@ -41,6 +41,7 @@ import numpy as np
 from .._io import atomic_path, cache_dir, read_json, sha256_file, stable_hash, to_json
 from .._results import Result
 from ..errors import ModelError
+from . import onnx_preflight
 
 TOOL = "onnx2tf"
 CALIBRATION_FILE = "calibration_image_sample_data_20x128x128x3_float32.npy"
@@ -190,6 +191,7 @@ def convert_onnx(path: str | os.PathLike, *, samples: np.ndarray | None = None, 
     source = Path(path)
     if size is None:
         size = card_size(source)
+    source = onnx_preflight.for_onnx2tf(source)   # file, external data, sizes, checker, ops: before anything runs
     graph = read_onnx_io(source, size=size)
     keep = nhwc_inputs(graph, input_layout)
     env = toolenv.ensure(TOOL)

@@ -18,6 +18,7 @@ import csv
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,6 +163,33 @@ def vela_command(model: str | Path, output_dir: str | Path, config: dict[str, st
     ]
 
 
+def shareable_command(command: Sequence[str]) -> tuple[str, ...]:
+    """``command`` without this machine's paths, as records and reports keep it.
+
+    The executable becomes its name (``vela``), the Vela configuration inside the installed
+    package ``ethosu/config_files/<name>``, the output folder ``<output-dir>``, any other
+    absolute path (the model) its file name.  The cache key holds the ini's content hash, so
+    nothing is lost for reuse."""
+    command = list(command)
+    if len(command) >= 3 and command[1:3] == ["-m", "ethosu.vela"]:
+        command = ["vela", *command[3:]]
+    out: list[str] = []
+    for i, arg in enumerate(command):
+        previous = command[i - 1] if i else ""
+        if i == 0:
+            out.append(Path(arg).name)
+        elif previous == "--output-dir":
+            out.append("<output-dir>")
+        elif previous != "--config" and arg.startswith("/"):
+            out.append(Path(arg).name)
+        elif previous == "--config" and arg.startswith("/"):
+            _, sep, rest = arg.partition("/config_files/")
+            out.append(f"ethosu/config_files/{rest}" if sep else Path(arg).name)
+        else:
+            out.append(arg)
+    return tuple(out)
+
+
 def run_vela(model: str | Path, *, config: dict[str, str] | None = None, use_cache: bool = True,
              timeout: float = 600.0, version: str | None = None) -> VelaRun:
     """Compile ``model`` with Vela (or reuse the cached compilation) and parse the result.
@@ -258,6 +286,7 @@ def parse_vela_output(folder: str | Path, *, version: str = "", cached: bool = F
     folder = Path(folder)
     stdout = (folder / STDOUT_FILE).read_text(encoding="utf-8")
     command = tuple((folder / "command.txt").read_text().split()) if (folder / "command.txt").exists() else ()
+    command = shareable_command(command)
     models = sorted(folder.glob("*_vela.tflite"))
     if not models:
         raise PlacementError(f"{folder}: Vela wrote no *_vela.tflite; see {folder / STDOUT_FILE}.")

@@ -115,6 +115,8 @@ def _quantize(args: argparse.Namespace) -> int:
     text = result.summary() + f"\n  model:    {result.path}\n  manifest: {result.manifest_path}"
     if result.loaded():
         text += f"\n  runtime:  {result.loaded()}"
+    if result.input_contract:
+        text += f"\n  calibrated through the {result.input_contract['summary']}"
     if result.float_ops:
         text += "\n  float ops: " + ", ".join(result.float_ops)
     from ..models.structure import summary_lines

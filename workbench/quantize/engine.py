@@ -73,6 +73,7 @@ class QuantizedModel(Result):
     conversion: dict[str, Any] | None = None   # how a non-Keras source reached the backend (onnx2tf...)
     structure: dict[str, Any] | None = None    # source ops vs INT8 ops (workbench/models/structure.py)
     runtime: dict[str, Any] | None = None      # what loaded the .tflite and ran it (runtime_check.check_tflite)
+    input_contract: dict[str, Any] | None = None   # the contract calibration went through (source, summary, params)
 
     def inspect(self) -> ModelInspection:
         """Read the file again (every tensor and op with its quantization)."""
@@ -192,10 +193,15 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
                                     "Give another -o.")
     fmt = model_format(source)
     _check_backend(source, fmt, rec)
-    source_sha = sha256_file(source)
+    if fmt == "onnx":   # sizes, external data, checker before any allocation; the data files enter the hash
+        from ..models.onnx_preflight import preflight
+        source_sha = sha256_file(preflight(source))
+    else:
+        source_sha = sha256_file(source)
     # 3. calibration samples
     calib = _resolve_calibration(calibration, dataset, calibration_size)
     calib = _apply_contract(calib, source, input_spec)
+    contract = contract_record(source, input_spec)
     toolchain = _toolchain(rec.backend, fmt)
     from .cache import cache_key, entry_dir, lookup
     key = cache_key(source_sha256=source_sha, recipe=rec.key(),
@@ -210,10 +216,10 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
             inspection = inspect_model(model_path)
         else:
             model_path, manifest_path, inspection = _quantize_fresh(
-                source, fmt, rec, calib, toolchain, key, source_sha, ext)
+                source, fmt, rec, calib, toolchain, key, source_sha, ext, contract)
     # 5. output
     if output is not None:
-        model_path, manifest_path = _publish(model_path, manifest_path, Path(output), ext)
+        model_path, manifest_path = _publish(model_path, manifest_path, Path(output), ext, contract)
     manifest = read_json(manifest_path)
     runtime = manifest.get("runtime")
     if runtime is None and ext == ".tflite":   # a cache entry from before the check: load it now (not stored)
@@ -237,7 +243,8 @@ def quantize(model: str | os.PathLike, recipe: str | QuantRecipe = "a8w8_pc", ca
         weight_granularity=inspection.weight_granularity, full_integer=inspection.full_integer,
         min_runtime=inspection.min_runtime, toolchain=toolchain, manifest_path=str(manifest_path),
         cache_key=key, cache_hit=hit is not None, conversion=manifest.get("conversion"),
-        structure=_stored_structure(manifest) or _structure(source, fmt, model_path, rec.backend), runtime=runtime)
+        structure=_stored_structure(manifest) or _structure(source, fmt, model_path, rec.backend), runtime=runtime,
+        input_contract=contract)
 
 
 # -- steps -------------------------------------------------------------------------------------
@@ -384,6 +391,17 @@ def _apply_contract(calib: _Calibration, source: Path, input_spec: Any) -> _Cali
     return dataclasses.replace(calib, x=np.ascontiguousarray(x, np.float32), hash=_contract_hash(calib.hash, contract))
 
 
+def contract_record(source: Path, input_spec: Any) -> dict[str, Any]:
+    """What the manifest and the ``quantize`` output say about the input contract calibration went through."""
+    from ..models.contract import card_path, resolve_contract
+    if input_spec is None and not card_path(source).is_file():
+        return {"source": "none", "summary": "input contract: none (no card beside the model, no input_spec): "
+                                             "calibration pixels go in as the dataset holds them"}
+    contract = resolve_contract(source, input_spec)
+    origin = f"card {card_path(source).name}" if input_spec is None else "input_spec"
+    return {"source": origin, "summary": contract.summary(), "params": contract.to_params()}
+
+
 def _contract_hash(calibration_hash: str, contract: Any) -> str:
     from .._io import stable_hash
     return hashlib.sha256(f"{calibration_hash}:{stable_hash(contract.to_params())}".encode()).hexdigest()
@@ -439,7 +457,8 @@ def _backend_source(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
 
 
 def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibration, toolchain: dict[str, str],
-                    key: str, source_sha: str, ext: str) -> tuple[Path, Path, ModelInspection]:
+                    key: str, source_sha: str, ext: str, contract: dict[str, Any] | None = None
+                    ) -> tuple[Path, Path, ModelInspection]:
     if rec.transforms:   # +cle/+bc: rewrite the float weights first (workbench/quantize/equalize.py)
         from .equalize import apply_transforms
         eq_source, eq_fmt, _ = apply_transforms(source, fmt, rec.transforms, weights=rec.weights,
@@ -495,7 +514,7 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
         recipe=rec.to_dict(), min_runtime=inspection.min_runtime,
         calibration={"id": calib.id, "hash": calib.hash, "strategy": calib.strategy, "n_samples": len(calib.x),
                      "sample_ids_sha256": hashlib.sha256("\0".join(calib.sample_ids).encode()).hexdigest()
-                     if calib.sample_ids else None},
+                     if calib.sample_ids else None, "input_contract": contract},
         source={"path": portable_paths(str(source)), "sha256": source_sha, "format": fmt}, toolchain=toolchain,
         inspection=inspection, cache_key=key, conversion=conversion,
         created_utc=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
@@ -564,7 +583,8 @@ def _publish_target(output: Path, ext: str) -> tuple[Path, Path]:
     return check_output_path(target), check_output_path(target_manifest)
 
 
-def _publish(model_path: Path, manifest_path: Path, output: Path, ext: str) -> tuple[Path, Path]:
+def _publish(model_path: Path, manifest_path: Path, output: Path, ext: str,
+             contract: dict[str, Any] | None = None) -> tuple[Path, Path]:
     """Copy model and manifest to ``output`` (a folder, or a model file path) atomically."""
     target, target_manifest = _publish_target(output, ext)
     if target_manifest.is_file():
@@ -579,6 +599,8 @@ def _publish(model_path: Path, manifest_path: Path, output: Path, ext: str) -> t
                 f"{MANIFEST_NAME}. Write {target.name} to another folder.")
     manifest = read_json(manifest_path)
     manifest["file"] = target.name
+    if contract is not None and isinstance(manifest.get("calibration"), dict):
+        manifest["calibration"]["input_contract"] = contract   # also for a cache entry made before it was recorded
     manifest = portable_paths(manifest)      # a shipped manifest names no folder of this machine
     # Manifest-last commit: the old manifest goes first, the manifest of the new model last, so an
     # interruption leaves at worst a model without a manifest (never trusted), never a mismatched pair.

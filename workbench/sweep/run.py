@@ -42,6 +42,34 @@ SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 EXECUTORS = ("dask", "serial")
 
 
+SCHEDULER_SCHEMES = ("tcp", "tls")
+
+
+def scheduler_address(scheduler: str | None) -> tuple[str | None, str]:
+    """``(address or None, where it came from)``: ``scheduler``, else ``$DASK_SCHEDULER_ADDRESS``.
+
+    The address must be ``tcp://HOST:PORT`` or ``tls://HOST:PORT`` (HOST a name, an IPv4 address or
+    ``[IPv6]``; PORT 1-65535).  The scheduler receives and sends pickled tasks: it runs code on this
+    machine's behalf and its answers are unpickled here, so it is trusted like code (docs/security.md).
+    """
+    import re
+    source = "--scheduler"
+    if scheduler is None or scheduler == "":
+        scheduler, source = os.environ.get(SCHEDULER_ENV) or None, f"${SCHEDULER_ENV}"
+        if scheduler is None:
+            return None, ""
+    fix = ("Give tcp://HOST:PORT (e.g. tcp://10.0.0.5:8786), the address `dask scheduler` prints"
+           + (f", or unset {SCHEDULER_ENV} to run on a LocalCluster" if source.startswith("$") else ""))
+    if not isinstance(scheduler, str):
+        raise SweepError(f"{source} must be a Dask scheduler address. Got {scheduler!r} instead. {fix}.")
+    m = re.fullmatch(r"(?P<scheme>[a-z]+)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.\-_]{0,252}))"
+                     r":(?P<port>\d{1,5})", scheduler)
+    if m is None or m["scheme"] not in SCHEDULER_SCHEMES or not 0 < int(m["port"]) < 65536:
+        raise SweepError(f"{source} {scheduler!r} is not a Dask scheduler address (scheme "
+                         f"{'/'.join(SCHEDULER_SCHEMES)}, a host and a port 1-65535). {fix}.")
+    return scheduler, source
+
+
 def resolve_model(model: str, dataset: str) -> str:
     """A model path for ``tradeoff``/``reference`` (trained or cached) or a given path."""
     if model == "tradeoff":
@@ -87,6 +115,7 @@ def sweep(model: str = "tradeoff", *, spec: SweepSpec | None = None, gate: Any =
     elif axes:
         raise SweepError("give either `spec` or the sweep axes as keyword arguments, not both.")
     gate_obj = Gate(max_drop_pp=DEFAULT_MAX_DROP_PP) if gate is None else load_gate(gate)
+    scheduler, scheduler_source = scheduler_address(scheduler) if executor == "dask" else (None, "")
     start = time.perf_counter()
     model_path = resolve_model(spec.model, spec.dataset)
     model_sha = sha256_file(model_path)
@@ -94,7 +123,6 @@ def sweep(model: str = "tradeoff", *, spec: SweepSpec | None = None, gate: Any =
     data = load_dataset(spec.dataset)
     exclusions = resolve_exclusions(spec, model_path, data)
     cells = plan_cells(spec, exclusions)
-    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
     found: dict[int, CellResult] = {}
     if cache:                       # verified cache hits never go to an executor
         import socket
@@ -113,6 +141,8 @@ def sweep(model: str = "tradeoff", *, spec: SweepSpec | None = None, gate: Any =
     else:
         ran, where, n_workers = _run_dask(todo, spec, model_path, model_sha, cache, progress, scheduler, workers,
                                           data)
+        if scheduler_source.startswith("$"):
+            where += f" (from ${SCHEDULER_ENV})"
     computed = iter(ran)
     results = [found[i] if i in found else next(computed) for i in range(len(cells))]
     gate_dict = gate_obj.to_dict()
@@ -206,7 +236,7 @@ def _run_dask(cells: tuple, spec: SweepSpec, model_path: str, model_sha: str, ca
         if scheduler:
             try:
                 client = Client(scheduler, timeout="10s")
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, ValueError) as exc:
                 raise SweepError(f"cannot reach the Dask scheduler at {scheduler} ({type(exc).__name__}: {exc}). "
                                  "Start one with `dask scheduler` and workers with `dask worker ADDRESS`, or "
                                  f"unset {SCHEDULER_ENV} to run on a LocalCluster.") from None
