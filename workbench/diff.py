@@ -386,9 +386,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _diff(args: argparse.Namespace) -> int:
     from ._cli import EXIT_GATE_FAILED, EXIT_OK, emit
+    from .findings import resolve_run
     from .runs import check_run_records
-    check_run_records(args.run_a)
-    check_run_records(args.run_b)
+    for run in (args.run_a, args.run_b):     # a damaged record is refused, never left out of the verdict
+        if Path(run).is_dir():
+            check_run_records(resolve_run(run).run_dir)
     result = diff_runs(args.run_a, args.run_b, targets=args.targets, max_drop_pp=args.max_drop,
                        max_npu_share_drop=args.max_npu_share_drop, max_latency_increase=args.max_latency_increase)
     emit(result, as_json=args.json, text=result.text())

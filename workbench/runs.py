@@ -624,11 +624,9 @@ def check_run_records(run_dir: str | os.PathLike) -> None:
     root = Path(run_dir)
     if not root.is_dir():
         return
-    for target in TARGETS:
-        if not (root / target).is_dir():
-            continue
+    for sub in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         folder = RunFolder.__new__(RunFolder)          # read-only: no folder is created
-        folder.root, folder.target, folder.path = root, target, root / target
+        folder.root, folder.target, folder.path = root, sub.name, sub
         for stage in STAGES:
             if folder.has(stage):
                 folder.load(stage)
