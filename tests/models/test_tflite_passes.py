@@ -136,3 +136,65 @@ def test_passes_keep_every_number(grouped_models, kind):
             if op.type == "DEPTHWISE_CONV_2D":
                 w = g.tensors[op.inputs[1]]
                 assert w.shape[0] == 1 and w.quantized_dimension == 3 and len(w.scales) == 8
+
+
+def _transpose_before_mean(data):
+    """MEAN over (1, 2) of NHWC rewritten as onnx2tf writes PyTorch's mean(dim=(2, 3)): TRANSPOSE to NCHW,
+    then MEAN over (2, 3)."""
+    import copy
+
+    from ai_edge_litert import schema_py_generated as fb
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+
+    from workbench.models.tflite_passes import _opcode
+    m = fu.read_model_from_bytearray(bytearray(data))
+    sg = m.subgraphs[0]
+    k = next(i for i, o in enumerate(sg.operators)
+             if max(m.operatorCodes[o.opcodeIndex].builtinCode,
+                    m.operatorCodes[o.opcodeIndex].deprecatedBuiltinCode) == fb.BuiltinOperator.MEAN)
+    mean = sg.operators[k]
+
+    def const(values):
+        buf = fb.BufferT()
+        buf.data = np.frombuffer(np.asarray(values, np.int32).tobytes(), np.uint8)
+        m.buffers.append(buf)
+        t = fb.TensorT()
+        t.name, t.type, t.shape, t.buffer = b"c", fb.TensorType.INT32, [len(values)], len(m.buffers) - 1
+        sg.tensors.append(t)
+        return len(sg.tensors) - 1
+    x = int(mean.inputs[0])
+    xt = copy.deepcopy(sg.tensors[x])
+    xt.name, xt.shape, xt.shapeSignature = b"x_nchw", [int(sg.tensors[x].shape[i]) for i in (0, 3, 1, 2)], None
+    sg.tensors.append(xt)
+    xt_index = len(sg.tensors) - 1
+    tr = fb.OperatorT()
+    tr.opcodeIndex = _opcode(m, fb.BuiltinOperator.TRANSPOSE, 1)
+    tr.inputs, tr.outputs = [x, const([0, 3, 1, 2])], [xt_index]
+    tr.builtinOptionsType, tr.builtinOptions = fb.BuiltinOptions.TransposeOptions, fb.TransposeOptionsT()
+    mean.inputs = [xt_index, const([2, 3])]
+    sg.operators = sg.operators[:k] + [tr] + sg.operators[k:]
+    return bytes(fu.convert_object_to_bytearray(m))
+
+
+@pytest.mark.slow
+def test_transpose_before_mean_is_folded_into_its_axes():
+    import contextlib
+    import io
+
+    import keras
+    import tensorflow as tf
+
+    from workbench.models.tflite_passes import apply_passes
+    inp = keras.Input((6, 5, 4), batch_size=1)
+    h = keras.layers.Conv2D(8, 3, padding="same")(inp)
+    model = keras.Model(inp, keras.layers.Dense(3)(keras.layers.GlobalAveragePooling2D()(h)))
+    x = np.random.default_rng(3).uniform(-1, 1, (4, 6, 5, 4)).astype(np.float32)
+    with contextlib.redirect_stdout(io.StringIO()):
+        plain = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    data = _transpose_before_mean(plain)
+    assert _ops(data)["TRANSPOSE"] == 1
+    new, done = apply_passes(data)
+    assert not _ops(new)["TRANSPOSE"] and _ops(new) == _ops(plain) and "reduction" in done[0]
+    for i in range(len(x)):
+        for a, b in zip(_run(data, x[i:i + 1]), _run(new, x[i:i + 1])):
+            assert np.allclose(a, b, rtol=1e-6, atol=1e-6)

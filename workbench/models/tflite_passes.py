@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-PASSES_VERSION = 1     # bump when a pass changes (enters the quantize cache key)
+PASSES_VERSION = 2     # bump when a pass changes (enters the quantize cache key)
 
 
 def _read(data: bytes) -> Any:
@@ -279,6 +279,64 @@ def _rewrite_region(model: Any, sg: Any, names: dict[int, str], p: list[int], en
     return len(entries) + len(exits)
 
 
+_REDUCE = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD")
+
+
+def fold_transpose_into_reduce(data: bytes) -> tuple[bytes, int]:
+    """``TRANSPOSE(p) -> MEAN(axes)`` (or SUM / REDUCE_MAX / REDUCE_MIN / REDUCE_PROD, ``keep_dims`` off)
+    becomes ``MEAN(p[axes])`` on the transpose's input when the kept axes stay in the same order
+    (onnx2tf writes a PyTorch ``x.mean(dim=(2, 3))`` on NHWC data as TRANSPOSE to NCHW then MEAN over
+    (2, 3): it is MEAN over (1, 2)).  The same elements are reduced; the TRANSPOSE is removed when
+    nothing else reads it."""
+    from ai_edge_litert import schema_py_generated as fb
+    model = _read(data)
+    names = _op_names()
+    removed = 0
+    for sg in model.subgraphs:
+        producer = {int(o): op for op in sg.operators for o in op.outputs}
+        users: dict[int, list[Any]] = {}
+        for op in sg.operators:
+            for i in op.inputs:
+                users.setdefault(int(i), []).append(op)
+        drop: list[Any] = []
+        for op in sg.operators:
+            if names.get(_code(model, op)) not in _REDUCE or len(op.inputs) < 2:
+                continue
+            if op.builtinOptions is not None and getattr(op.builtinOptions, "keepDims", False):
+                continue
+            first = producer.get(int(op.inputs[0]))
+            if first is None or names.get(_code(model, first)) != "TRANSPOSE":
+                continue
+            p = _perm(model, sg, first)
+            axes_t = sg.tensors[int(op.inputs[1])]
+            axes = _buffer_array(model, axes_t, _NP.get(int(axes_t.type), np.int32))
+            if p is None or axes is None:
+                continue
+            rank = len(p)
+            reduced = sorted({int(a) % rank for a in axes.ravel()})
+            kept = [p[i] for i in range(rank) if i not in reduced]
+            if kept != sorted(kept):
+                continue
+            new_axes = np.asarray(sorted(p[a] for a in reduced), np.int32)
+            buf = fb.BufferT()
+            buf.data = np.frombuffer(new_axes.tobytes(), np.uint8)
+            model.buffers.append(buf)
+            t = fb.TensorT()
+            t.name = (axes_t.name or b"axes") + b"_nhwc"
+            t.type, t.buffer = fb.TensorType.INT32, len(model.buffers) - 1
+            t.shape = np.asarray([len(new_axes)], np.int32)
+            sg.tensors.append(t)
+            mid = int(op.inputs[0])
+            op.inputs = [int(first.inputs[0]), len(sg.tensors) - 1, *[int(v) for v in op.inputs[2:]]]
+            users[mid] = [u for u in users.get(mid, []) if u is not op]
+            if not users[mid] and mid not in {int(o) for o in sg.outputs}:
+                drop.append(first)
+                removed += 1
+        if drop:
+            sg.operators = [op for op in sg.operators if all(op is not d for d in drop)]
+    return (_write(model), removed) if removed else (data, 0)
+
+
 def apply_passes(data: bytes) -> tuple[bytes, list[str]]:
     """Both passes; returns the new bytes and one line per pass that changed something."""
     done = []
@@ -288,4 +346,7 @@ def apply_passes(data: bytes) -> tuple[bytes, list[str]]:
     data, n = cancel_transpose_pairs(data)
     if n:
         done.append(f"layout TRANSPOSEs that cancel removed: {n} op(s)")
+    data, n = fold_transpose_into_reduce(data)
+    if n:
+        done.append(f"TRANSPOSE before a reduction folded into its axes: {n} op(s)")
     return data, done
