@@ -279,6 +279,82 @@ def _rewrite_region(model: Any, sg: Any, names: dict[int, str], p: list[int], en
     return len(entries) + len(exits)
 
 
+_FUSABLE = ("ADD", "SUB", "MUL", "DIV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
+            "MAX_POOL_2D", "CONCATENATION")
+_ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+
+
+def fuse_activations(data: bytes) -> tuple[bytes, int]:
+    """A float model's ``RELU``/``RELU6``/``RELU_N1_TO_1`` op fused into the op that produces its input
+    (``fused_activation_function``), when that op has none and nothing else reads its output.
+
+    The TFLite converter fuses them; a float ``.tflite`` written without (MediaPipe's BlazeFace: 17 RELU
+    after ADD) quantized as it is would give the ADD an output range with the negatives the RELU then
+    drops: half the INT8 codes wasted, measured -1.1 dB on BlazeFace's scores.  Same arithmetic in float."""
+    model = _read(data)
+    names = _op_names()
+    fused = 0
+    for sg in model.subgraphs:
+        producer = {int(o): op for op in sg.operators for o in op.outputs}
+        users: dict[int, int] = {}
+        for op in sg.operators:
+            for i in op.inputs:
+                users[int(i)] = users.get(int(i), 0) + 1
+        outputs = {int(o) for o in sg.outputs}
+        rename: dict[int, int] = {}
+        drop: list[Any] = []
+        for op in sg.operators:
+            act = _ACTIVATIONS.get(names.get(_code(model, op), ""))
+            if act is None or len(op.inputs) != 1:
+                continue
+            src = int(op.inputs[0])
+            prod = producer.get(src)
+            if prod is None or names.get(_code(model, prod)) not in _FUSABLE or users.get(src, 0) != 1:
+                continue
+            if src in outputs or prod.builtinOptions is None \
+                    or not hasattr(prod.builtinOptions, "fusedActivationFunction") \
+                    or int(prod.builtinOptions.fusedActivationFunction) != 0:
+                continue
+            if any(any(d is p for d in drop) for p in (prod,)):
+                continue
+            prod.builtinOptions.fusedActivationFunction = act
+            out = int(op.outputs[0])
+            prod.outputs = [out]                 # the producer writes the activation's output tensor
+            rename[src] = out
+            drop.append(op)
+            fused += 1
+        if drop:
+            sg.operators = [op for op in sg.operators if all(op is not d for d in drop)]
+            _drop_unused_tensors(model, sg)
+    return (_write(model), fused) if fused else (data, 0)
+
+
+def _drop_unused_tensors(model: Any, sg: Any) -> None:
+    """Remove tensors no op, graph input/output or signature refers to (LiteRT leaves them unallocated,
+    and AI Edge Quantizer's calibration reads every tensor), renumbering the references."""
+    used = {int(i) for op in sg.operators for i in list(op.inputs) + list(op.outputs) if int(i) >= 0}
+    used |= {int(i) for i in sg.inputs} | {int(i) for i in sg.outputs}
+    for op in sg.operators:
+        if op.intermediates is not None:
+            used |= {int(i) for i in op.intermediates if int(i) >= 0}
+    index = {old: new for new, old in enumerate(sorted(used))}
+    if len(index) == len(sg.tensors):
+        return
+    sg.tensors = [sg.tensors[old] for old in sorted(used)]
+    for op in sg.operators:
+        op.inputs = [index[int(i)] if int(i) >= 0 else -1 for i in op.inputs]
+        op.outputs = [index[int(i)] for i in op.outputs]
+        if op.intermediates is not None:
+            op.intermediates = [index[int(i)] if int(i) >= 0 else -1 for i in op.intermediates]
+    sg.inputs = np.asarray([index[int(i)] for i in sg.inputs], np.int32)
+    sg.outputs = np.asarray([index[int(i)] for i in sg.outputs], np.int32)
+    position = model.subgraphs.index(sg)
+    for sig in model.signatureDefs or []:
+        if int(sig.subgraphIndex) == position:
+            for tm in list(sig.inputs or []) + list(sig.outputs or []):
+                tm.tensorIndex = index[int(tm.tensorIndex)]
+
+
 _REDUCE = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD")
 
 

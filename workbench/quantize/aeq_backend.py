@@ -37,7 +37,7 @@ from ..errors import ModelError, QuantizationError
 from .recipe import QuantRecipe
 
 TOOL = "ai-edge-quantizer"
-AEQ_VERSION = 1      # bump when the workbench's steps around AI Edge Quantizer change (cache key)
+AEQ_VERSION = 2      # bump when the workbench's steps around AI Edge Quantizer change (cache key)
 SIGNATURE = "serving_default"
 
 
@@ -147,6 +147,10 @@ def prepare_float_tflite(data: bytes, *, source: str = "<bytes>") -> Prepared:
         by_index = {int(t.tensorIndex): _name(t.name) for t in (sig.outputs or [])}
         out_names = tuple(by_index.get(int(i), n) for i, n in zip(sg.outputs, out_names))
     out = bytes(fu.convert_object_to_bytearray(model)) if changes else bytes(data)
+    from ..models.tflite_passes import fuse_activations
+    out, n = fuse_activations(out)
+    if n:
+        changes.append(f"RELU/RELU6 fused into the op before them: {n} op(s) (the TFLite converter's fusion)")
     return Prepared(data=out, input_names=in_names, output_names=out_names, changes=tuple(changes))
 
 
