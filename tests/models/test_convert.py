@@ -264,3 +264,21 @@ def test_ceil_mode_max_pool_becomes_same_when_exact(tmp_path, size, kernel, rewr
     ref = ort.InferenceSession(before).run(None, {"x": x})[0]
     got = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     assert ref.shape == got.shape and np.array_equal(ref, got)
+
+
+def test_paddle_minus_one_dims_are_dynamic_not_huge(tmp_path):
+    """Paddle2ONNX writes dynamic dimensions as dim_value -1 (PaddleOCR: input (-1, 3, -1, -1), output
+    (-1, 2)); the pre-flight took them for a declared size beyond its limit and refused the model."""
+    import onnx
+
+    from workbench.models.convert import read_onnx_io
+    from workbench.models.onnx_preflight import preflight
+    path = tiny_nchw_onnx(tmp_path / "p.onnx")
+    model = onnx.load(str(path))
+    for value in (model.graph.input[0], model.graph.output[0]):
+        value.type.tensor_type.shape.dim[0].dim_value = -1
+    for dim in model.graph.input[0].type.tensor_type.shape.dim[2:]:
+        dim.dim_value = -1
+    onnx.save(model, str(path))
+    assert preflight(path) == path
+    assert read_onnx_io(path, size=(16, 16)).inputs == (("image", (1, 3, 16, 16), True),)

@@ -166,7 +166,8 @@ def _dims(value: Any) -> list[int | None]:
     tensor = value.type.tensor_type
     if not tensor.HasField("shape"):
         return []
-    return [int(d.dim_value) if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    # Paddle2ONNX writes a dynamic dimension as dim_value -1 (PaddleOCR's models): dynamic, not huge
+    return [int(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tensor.shape.dim]
 
 
 def _check_sizes(source: Path, model: Any) -> None:
