@@ -148,10 +148,12 @@ class ModelGraph(Result):
             parts.append(f'<rect x="{cx:.0f}" y="{y + 5:.0f}" width="{chip}" height="{chip}" '
                          f'fill="{COLORS.get(o.placement.get(t, ""), "#ddd")}"><title>{display.esc(t)}: '
                          f'{display.esc(o.placement.get(t, "not placed"))}</title></rect>')
-        values = {t: o.sqnr_db[t] for t in self.targets if t in o.sqnr_db}
-        shown = {t: ("exact" if v > 100 else f"{v:.0f} dB") for t, v in values.items()}
-        sq = (next(iter(shown.values())) if len(set(shown.values())) == 1
-              else ", ".join(f"{t} {v}" for t, v in shown.items()))
+        # one value per target in the chips' order ("33 / 38 / 38 dB"), one when they agree
+        shown = [("exact" if o.sqnr_db[t] > 100 else f"{o.sqnr_db[t]:.0f}") if t in o.sqnr_db else "-"
+                 for t in self.targets]
+        known = [v for v in shown if v != "-"]
+        sq = ("" if not known else (known[0] if len(set(shown)) == 1 else " / ".join(shown))
+              + ("" if known and set(known) == {"exact"} else " dB")) if known else ""
         reasons = sorted({r.split(":")[0] for t in self.targets for r in o.reasons.get(t, ())})
         line = (f"SQNR {sq}" if sq else "") + ("  " if sq and reasons else "") + (
             "CPU: " + ", ".join(reasons) if reasons else "")
