@@ -87,3 +87,24 @@ def test_a_model_without_a_task_metric_shows_its_worst_sqnr():
         ConditionAccuracy(condition="clean", sqnr_db=31.2, sqnr_output="boxes"),
         ConditionAccuracy(condition="blur", sqnr_db=18.4, sqnr_output="scores")))
     assert _accuracy_text(t) == "no task metric; worst SQNR 18.4 dB (scores, under blur)"
+
+
+def test_a_report_exported_without_a_run_folder_keeps_a_place_for_the_verdict(tmp_path):
+    """The sweep notebook has no run_dir: its export carries an empty verdict block, so the batch's refresh
+    fills it without changing what the reuse record hashed (a warm batch reuses the sweep)."""
+    import nbformat
+
+    from workbench.batch.export import export_html
+    from workbench.batch.reuse import report_digest
+    from workbench.batch.verdict import refresh_reports
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# sweep")]
+    (tmp_path / "sweep").mkdir()
+    path = tmp_path / "sweep" / "60_sweep.ipynb"
+    nbformat.write(nb, path)
+    page = tmp_path / "sweep" / "60_sweep.html"
+    page.write_text(export_html(path))
+    assert START + END in page.read_text()
+    before = report_digest(page)
+    assert refresh_reports(tmp_path, ["sweep/60_sweep.html"], {None: verdict_html([])}) == 1
+    assert "Verdict" in page.read_text() and report_digest(page) == before

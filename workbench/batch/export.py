@@ -85,18 +85,19 @@ def report_findings_html(notebook: Path, nb: Any) -> str:
     replaces the verdict once every target is done (:func:`~workbench.batch.verdict.refresh_reports`)."""
     from ..findings import Findings, findings_html, run_findings
     from ..runs import summarize_run
-    from .verdict import collapsed, target_verdicts, verdict_html
+    from .verdict import END, START, collapsed, target_verdicts, verdict_html
+    empty = START + END         # the place the batch writes the verdict into at its end (the sweep has no run_dir)
     params = (nb.metadata.get("papermill") or {}).get("parameters") or {}
     run_dir, target = params.get("run_dir"), params.get("target")
     if not isinstance(run_dir, str) or not run_dir:
-        return ""
+        return empty
     folder = notebook.resolve().parent.parent / run_dir
     targets = [target] if isinstance(target, str) and target else None
     try:
         found = run_findings(folder, targets=targets)
         summary = summarize_run(folder, targets=targets)
     except WorkbenchError:      # no target folder yet: a report without findings, not a failed export
-        return ""
+        return empty
     block = verdict_html(target_verdicts(folder, summary, findings=found),
                          note="As of this report's export: the batch rewrites this block when every stage is done.")
     title = f"Findings for {target}" if targets else "Findings (all targets)"
