@@ -53,7 +53,8 @@ MODULES: dict[str, list[str]] = {
 }
 #: functions whose body only formats (left out: a mutant there changes words, not a decision)
 DISPLAY = {"summary", "text", "_repr_html_", "findings_html", "_evidence_text", "catalogue_markdown", "_anchor",
-           "write_docs", "rows", "plot", "_pct", "__repr__", "table_rows"}
+           "write_docs", "rows", "plot", "_pct", "__repr__", "table_rows", "_evidence_html", "_group_row", "op_groups",
+           "_drop_text", "_short_name", "_layer_names"}
 
 _SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
              ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}

@@ -22,10 +22,10 @@ def _runs(n=150, seed=0):
 
 @pytest.mark.parametrize("kw", [{}, {"seed": 3, "n_boot": 500, "ci_level": 0.9}])
 def test_summary_is_the_plain_definition(kw):
-    data = np.asarray(_runs())
+    data = 2500.0 + np.random.default_rng(0).lognormal(0, 1, 1000) * 40      # a long tail: p99 moves per draw
     s = summarize_latencies(data, **kw)
     seed, n_boot, level = kw.get("seed", 0), kw.get("n_boot", 2000), kw.get("ci_level", 0.95)
-    assert s.n == 150 and s.mean == pytest.approx(data.mean()) and s.std == pytest.approx(data.std(ddof=1))
+    assert s.n == 1000 and s.mean == pytest.approx(data.mean()) and s.std == pytest.approx(data.std(ddof=1))
     assert (s.p50, s.p90, s.p99) == pytest.approx(tuple(np.percentile(data, [50, 90, 99])))
     assert (s.min, s.max) == (data.min(), data.max()) and s.ci_level == level
     idx = np.random.default_rng(seed).integers(0, data.size, size=(n_boot, data.size))
@@ -33,6 +33,7 @@ def test_summary_is_the_plain_definition(kw):
     alpha = (1 - level) / 2
     assert s.p99_ci == pytest.approx(tuple(np.quantile(boot, [alpha, 1 - alpha])))
     assert s.p99_ci[0] <= s.p99 <= s.p99_ci[1] + 1e-9
+    assert summarize_latencies(data, seed=seed + 1, n_boot=n_boot, ci_level=level).p99_ci != s.p99_ci
 
 
 def test_one_run_and_bad_runs():

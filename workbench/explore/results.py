@@ -135,8 +135,9 @@ class Exploration(Result):
     def findings(self) -> Any:
         """The findings of this setting (calibration, quantized file, audit, accuracy, placement), from its data."""
         from ..findings import collect, findings_for
-        results = (self.calibration, self.quantized, self.audit, self.accuracy, self.placement)
-        return collect(*(findings_for(r, target=self.settings.target) for r in results if r is not None))
+        results = (self.calibration, self.quantized, self.audit, self.placement)
+        return collect(*(findings_for(r, target=self.settings.target) for r in results if r is not None),
+                       findings_for(self.accuracy, target=self.settings.target, quantized=self.quantized))
 
     def accuracy_table(self) -> tuple[ConditionAccuracy, ...]:
         """Per condition: sample count, FP32 and INT8 accuracy, drop in percentage points."""
