@@ -28,9 +28,10 @@ from typing import Any
 
 from ._results import Result
 from .errors import WorkbenchError
+from .vocab import SEVERITIES as _SEVERITIES
 from .vocab import STAGES
 
-SEVERITIES = ("info", "warning", "error")
+SEVERITIES = _SEVERITIES                    # vocab.Severity, lowest first
 #: the pipeline stages (vocab.STAGES) and the steps around them that notice findings too
 FINDING_STAGES = ("run", "data", "model", "convert", *STAGES, "board", "deploy")
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}

@@ -34,7 +34,7 @@ from ._results import Result, check_values
 from ._validation import check_choice
 from .errors import BatchError, WorkbenchWarning
 from .findings import Finding
-from .vocab import HOST_CPU_LABEL, LATENCY_SOURCES, STAGES, LatencySource, latency_label
+from .vocab import HOST_CPU_LABEL, LATENCY_SOURCES, STAGES, LatencySource, Status, latency_label
 
 if TYPE_CHECKING:
     from .chain import StageChain
@@ -446,7 +446,7 @@ class TargetSummary(Result):
     """One target's results, read from its run folder."""
 
     target: str
-    status: str                                     # ok | failed | incomplete
+    status: str                                     # a vocab.Status: ok | failed | incomplete
     stages: tuple[str, ...] = ()
     error: str | None = None
     failed_stage: str | None = None
@@ -666,7 +666,7 @@ def summarize_target(run_dir: str | os.PathLike, target: str) -> TargetSummary:
     done = tuple(s for s in STAGES if loaded[s] is not None)
     q, accuracy, placement, timing = (loaded[s] for s in ("quantize", "accuracy", "placement", "timing"))
     error = StageFailure.read(folder.path)
-    status = "failed" if error else ("ok" if len(done) == len(STAGES) else "incomplete")
+    status = Status.FAILED if error else (Status.OK if len(done) == len(STAGES) else Status.INCOMPLETE)
     latency = timing.latency_us if timing is not None else None
     source = _latency_source(timing) if timing is not None else None
     vela_ms = placement.estimated_latency_ms if placement is not None else None

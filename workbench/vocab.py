@@ -89,6 +89,63 @@ STRATEGIES: tuple[str, ...] = tuple(s.value for s in Strategy)
 DEFAULT_STRATEGY = Strategy.STRATIFIED
 
 
+# -- placement, findings, run status, timing runner, delegate coverage, model origin --------------
+class Placement(StrEnum):
+    """Where one op runs."""
+
+    NPU = "NPU"
+    CPU = "CPU"
+
+
+class Severity(StrEnum):
+    """How much a finding matters, lowest first (the order ranks them)."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+SEVERITIES: tuple[str, ...] = tuple(s.value for s in Severity)
+
+
+class Status(StrEnum):
+    """How a target (or a stage notebook) of a run ended."""
+
+    OK = "ok"
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"
+
+
+class Runner(StrEnum):
+    """How a model is timed: the workbench's Python runner or the BSP's ``benchmark_model`` on a board,
+    or this machine's CPU."""
+
+    PYTHON = "python"
+    BENCHMARK_MODEL = "benchmark_model"
+    LOCAL = "local"
+
+
+#: the runners a board takes (``local`` is the host CPU, not a board runner)
+BOARD_RUNNERS: tuple[str, ...] = (Runner.PYTHON.value, Runner.BENCHMARK_MODEL.value)
+
+
+class Coverage(StrEnum):
+    """How much of the graph a board's delegate took, as its output says."""
+
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    NONE = "none"
+    UNKNOWN = "unknown"
+
+
+class ModelOrigin(StrEnum):
+    """Where a built-in model's weights come from."""
+
+    SHIPPED = "shipped"          # the weights shipped with the package
+    RETRAINED = "retrained"      # trained again from the shipped recipe (``retrain=True``)
+    TRAINED = "trained"          # trained for another dataset, seed or epoch count
+
+
 # -- where a latency comes from ----------------------------------------------------------------
 class LatencySource(StrEnum):
     """Kinds of latency number; :func:`latency_label` builds the text shown beside one."""

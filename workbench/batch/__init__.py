@@ -2,7 +2,8 @@
 
 One module, one job:
 
-- :mod:`.pipeline`  ``run_batch`` (the verb, a short named pipeline) and :class:`BatchResult`;
+- :mod:`.pipeline`  ``run_batch`` (the verb, a short named pipeline);
+- :mod:`.result`    :class:`BatchResult` (what it produced; the summary writers read it);
 - :mod:`.options`   :class:`BatchOptions` and ``batch_request`` (keywords -> a RunSpec template + options);
 - :mod:`.execute`   papermill execution of one notebook, :class:`StageRun`, :class:`TargetRun`;
 - :mod:`.export`    self-contained, path-scrubbed HTML of an executed notebook;
@@ -26,8 +27,8 @@ _EXPORTS = {
     **dict.fromkeys(("KERNEL", "NOTEBOOKS_DIR", "StageRun", "TargetRun"), "workbench.batch.execute"),
     **dict.fromkeys(("Scrubber", "export_html", "external_references", "make_self_contained"),
                     "workbench.batch.export"),
-    **dict.fromkeys(("EXIT_FAILED", "EXIT_OK", "STAGE_NAMES", "STAGE_NOTEBOOKS", "BatchResult", "run_batch"),
-                    "workbench.batch.pipeline"),
+    **dict.fromkeys(("STAGE_NAMES", "STAGE_NOTEBOOKS", "run_batch"), "workbench.batch.pipeline"),
+    **dict.fromkeys(("EXIT_FAILED", "EXIT_OK", "BatchResult"), "workbench.batch.result"),
     **dict.fromkeys(("write_index", "write_summary"), "workbench.batch.summary"),
     **dict.fromkeys(("BatchOptions", "batch_request"), "workbench.batch.options"),
 }

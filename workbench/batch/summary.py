@@ -15,7 +15,7 @@ from .execute import StageRun
 from .export import Scrubber, make_self_contained
 
 if TYPE_CHECKING:
-    from .pipeline import BatchResult
+    from .result import BatchResult
 
 
 def run_findings_of(out_dir: Path, result: BatchResult, summary: RunSummary) -> Findings:

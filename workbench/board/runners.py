@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BenchmarkParseError, BoardError
+from ..vocab import BOARD_RUNNERS
 from .parse import BenchmarkLog, parse_benchmark_output
 from .ssh import tail
 
-RUNNERS = ("python", "benchmark_model")
+RUNNERS = BOARD_RUNNERS                     # vocab.Runner: python, benchmark_model
 #: where NXP BSP images install the tool
 BENCHMARK_MODEL_GLOB = "/usr/bin/tensorflow-lite-*/examples/benchmark_model"
 

@@ -41,7 +41,7 @@ class DelegateCoverage(Result):
     compared with the model's op count).  ``npu_share`` is ``None`` when neither exists.
     """
 
-    coverage: str                       # complete | partial | none | unknown
+    coverage: str                       # a vocab.Coverage: complete | partial | none | unknown
     source: str
     npu_ops: int | None = None
     total_ops: int | None = None

@@ -98,8 +98,9 @@ def _emit_builtin(ref, args, *, values: dict[str, float] | None = None, shipped:
                   label: str = "FP32 top-1", kinds: tuple[str, ...] = EXPORTS) -> int:
     """Exports, then the metric per condition (with the shipped value and the difference after a retrain)."""
     from .._cli import emit
+    from ..vocab import ModelOrigin
     values = ref.accuracy if values is None else values
-    shipped = (ref.shipped_accuracy if shipped is None else shipped) if ref.origin == "retrained" else None
+    shipped = (ref.shipped_accuracy if shipped is None else shipped) if ref.origin == ModelOrigin.RETRAINED else None
     lines = [ref.summary(), ""]
     for kind in kinds:
         lines.append(f"{kind:<12} {getattr(ref, kind)}")

@@ -38,10 +38,10 @@ from ..errors import PlacementError, TargetError, WorkbenchWarning
 from ..models.tflite_graph import TFLiteGraph, read_tflite
 from ..targets import Finding, Reason, Target, get_target
 from ..targets._constraints import has_integer_activations, label, non_integer_ops
-from ..vocab import ALL_NPU_CUSTOM_OPS
+from ..vocab import ALL_NPU_CUSTOM_OPS, Placement
 from .vela import VelaCrash, VelaRun, run_vela, vela_version
 
-NPU, CPU = "NPU", "CPU"
+NPU, CPU = Placement.NPU, Placement.CPU
 NEUTRON_TOOLS = ("neutron-converter", "neutron-compiler")
 LATENCY_NOTE = "a compiler model of the Ethos-U65, not a board measurement"
 
@@ -247,7 +247,7 @@ class PlacementReport(Result):
 
 
 #: Okabe-Ito blue and orange: told apart with any colour vision (and in greyscale: dark vs light)
-PLACEMENT_COLORS = {NPU: "#0072B2", CPU: "#E69F00"}
+PLACEMENT_COLORS: dict[str, str] = {NPU: "#0072B2", CPU: "#E69F00"}
 
 
 def draw_strip(ax, report: PlacementReport, y: float) -> None:
