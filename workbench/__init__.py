@@ -74,8 +74,8 @@ _EXPORTS = {
     "Finding": "workbench.findings",
     "Findings": "workbench.findings",
     "findings_for": "workbench.findings",
-    "run_findings": "workbench.findings",
-    "resolve_run": "workbench.findings",
+    "run_findings": "workbench.run_findings",
+    "resolve_run": "workbench.run_findings",
     "try_fixes": "workbench.evaluate.remedies",
     # runs, batch, explorer
     "RunFolder": "workbench.runs",
@@ -89,8 +89,8 @@ _EXPORTS = {
     "TimingSettings": "workbench.pipeline",
     "run_batch": "workbench.batch",
     "BatchResult": "workbench.batch",
-    "summarize_run": "workbench.runs",
-    "RunSummary": "workbench.runs",
+    "summarize_run": "workbench.run_summary",
+    "RunSummary": "workbench.run_summary",
     "explorer": "workbench.explore",
     # trade-offs: the demo model, sweeps, run diff
     "tradeoff_model": "workbench.models.tradeoff",

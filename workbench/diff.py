@@ -202,8 +202,8 @@ def diff_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *, targets: An
     ``None`` turns a check off.
     """
     from ._validation import check_range
-    from .findings import resolve_run
-    from .runs import summarize_target
+    from .run_findings import resolve_run
+    from .run_summary import summarize_target
     for p in (Path(run_a), Path(run_b)):
         if not p.is_dir():
             raise DiffError(f"{p}: no such run folder; give runs/<run-id> folders written by `workbench batch` or "

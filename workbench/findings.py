@@ -12,18 +12,17 @@ test keeps the two in sync.
 Stages keep their result types; the rules that read them live beside each stage
 (``workbench/<stage>/findings.py``) and compute findings from the result's data,
 so a result saved before findings existed still yields them.
-:func:`findings_for` dispatches a result to its rules; :func:`run_findings`
-collects every stage of a run folder's target.
+:func:`findings_for` dispatches a result to its rules; :func:`~workbench.run_findings.run_findings`
+collects every stage of a run folder's target (the run side reads findings, never the reverse), and
+:mod:`workbench.findings_html` draws them.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ._results import Result
@@ -373,6 +372,7 @@ class Findings(Result):
             f"  {f.summary()}\n      next: {f.next_step}" for f in self.items])
 
     def _repr_html_(self) -> str:
+        from .findings_html import findings_html
         return findings_html(self)
 
     def to_list(self) -> list[dict[str, Any]]:
@@ -381,121 +381,6 @@ class Findings(Result):
     @classmethod
     def from_list(cls, data: Iterable[dict[str, Any]]) -> Findings:
         return cls(tuple(Finding.from_dict(d) for d in data))
-
-
-SEVERITY_STYLE = {"error": "background:#fde2e2", "warning": "background:#fff3cd", "info": ""}
-
-
-def _round(value: Any) -> Any:
-    """Evidence numbers as a reader wants them: 3 significant digits (integers and text unchanged)."""
-    if isinstance(value, float):
-        return float(f"{value:.3g}")
-    if isinstance(value, list):
-        return [_round(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _round(v) for k, v in value.items()}
-    return value
-
-
-def _is_op_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(i, dict) and "op" in i for i in value)
-
-
-def op_groups(items: Iterable[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, Any]]]]:
-    """Ops of an evidence list grouped per op type and reason: ``(op, reason, items)``, largest first."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for item in items:
-        reasons = item.get("reasons") or item.get("reason") or ""
-        reason = "; ".join(map(str, reasons)) if isinstance(reasons, list) else str(reasons)
-        groups.setdefault((str(item.get("op", "?")), reason), []).append(item)
-    return sorted(((op, reason, group) for (op, reason), group in groups.items()), key=lambda g: -len(g[2]))
-
-
-def _ops_html(items: list[dict[str, Any]]) -> str:
-    """``9 ops CONV_2D: <reason>`` per group; op indices and tensor names behind a ``<details>``."""
-    from . import display
-    lines = []
-    for op, reason, group in op_groups(items):
-        head = f"{len(group)}x {op}" if len(group) > 1 else f"{op} #{group[0].get('index', '?')}"
-        names = "".join(f"<li>#{display.esc(i.get('index', '?'))} {display.esc(i.get('name', ''))}</li>"
-                        for i in group)
-        lines.append(f"{display.esc(head)}{': ' + display.esc(reason) if reason else ''}"
-                     f'<details><summary style="cursor:pointer">op indices and tensor names</summary>'
-                     f'<ul style="margin:0;padding-left:16px;overflow-wrap:anywhere">{names}</ul></details>')
-    return "".join(f"<div>{line}</div>" for line in lines)
-
-
-def _evidence_html(evidence: dict[str, Any], limit: int = 300) -> str:
-    """Evidence of one finding: scalars rounded, op lists grouped per op type and reason."""
-    from . import display
-    scalars, parts = [], []
-    for key, value in evidence.items():
-        if _is_op_list(value):
-            parts.append(_ops_html(value))
-        elif isinstance(value, list) and value and isinstance(value[0], dict):
-            shown = "; ".join(", ".join(f"{k}={_round(v)}" for k, v in item.items()) for item in value[:4])
-            scalars.append(f"{key}: {shown}" + (f" (+{len(value) - 4} more)" if len(value) > 4 else ""))
-        else:
-            scalars.append(f"{key}={_round(value)}")
-    text = "; ".join(scalars)
-    text = text if len(text) <= limit else text[:limit - 3] + "..."
-    return display.esc(text) + "".join(parts)
-
-
-def _evidence_text(evidence: dict[str, Any], limit: int = 400) -> str:
-    parts = []
-    for key, value in evidence.items():
-        if _is_op_list(value):
-            parts.append(f"{key}: " + "; ".join(f"{len(g)}x {op}" + (f" ({reason})" if reason else "")
-                                                for op, reason, g in op_groups(value)))
-        elif isinstance(value, list) and value and isinstance(value[0], dict):
-            shown = "; ".join(", ".join(f"{k}={_round(v)}" for k, v in item.items()) for item in value[:6])
-            more = f" (+{len(value) - 6} more)" if len(value) > 6 else ""
-            parts.append(f"{key}: {shown}{more}")
-        else:
-            parts.append(f"{key}={_round(value)}")
-    text = "; ".join(parts)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def grouped(findings: Iterable[Finding]) -> list[list[Finding]]:
-    """Findings of one severity, target and code together (e.g. one group for 33 CPU islands)."""
-    groups: dict[tuple[str, str, str], list[Finding]] = {}
-    for f in findings:
-        groups.setdefault((f.severity, f.target, f.code), []).append(f)
-    return list(groups.values())
-
-
-def _group_row(group: list[Finding]) -> tuple[str, ...]:
-    from . import display
-    f = group[0]
-    if len(group) == 1:
-        return (display.esc(f.severity), display.esc(f.target or "-"), display.esc(f.code), display.esc(f.message),
-                _evidence_html(f.evidence), display.esc(f.next_step))
-    ops = [i for g in group for v in g.evidence.values() if _is_op_list(v) for i in v]
-    message = f"{len(group)}x {f.title}"
-    if ops:
-        message += ": " + "; ".join(f"{len(g)} op(s) {op}" + (f" ({reason})" if reason else "")
-                                   for op, reason, g in op_groups(ops)[:4])
-    each = "".join(f"<li>{display.esc(g.message)}</li>" for g in group)
-    detail = (f'<details><summary style="cursor:pointer">each of the {len(group)}</summary>'
-              f'<ul style="margin:0;padding-left:16px;overflow-wrap:anywhere">{each}</ul></details>')
-    return (display.esc(f.severity), display.esc(f.target or "-"), display.esc(f.code),
-            display.esc(message) + detail, _ops_html(ops) if ops else "", display.esc(f.next_step))
-
-
-def findings_html(findings: Findings, *, title: str = "Findings") -> str:
-    """The Findings section of a report: one row per severity, target and code (repeats grouped, with
-    each instance behind a ``<details>``), most severe first."""
-    from . import display
-    head = display.heading(title) + display.paragraph(findings.summary())
-    if not findings:
-        return head + display.paragraph("Nothing the workbench checks went wrong for this model on this target.")
-    groups = grouped(findings)
-    rows = [_group_row(g) for g in groups]
-    styles = [SEVERITY_STYLE[g[0].severity] for g in groups]
-    return head + display.raw_table(("severity", "target", "code", "finding", "evidence", "next step"), rows,
-                                    row_styles=styles)
 
 
 # -- computing findings from results -----------------------------------------------------------------
@@ -534,214 +419,16 @@ def collect(*groups: Iterable[Finding]) -> Findings:
     return Findings(tuple(seen.values()))
 
 
-@dataclass(frozen=True)
-class RunLocation:
-    """Where the findings of a folder the user named are read: the run folder, and how it was found."""
-
-    run_dir: Path
-    given: Path
-    targets: tuple[str, ...] = ()       # the targets of the run (a target folder given: that target)
-    note: str = ""                      # how ``given`` became ``run_dir`` ("" when it is the run folder)
-
-    @property
-    def run_id(self) -> str:
-        return self.run_dir.name
+#: names that moved out of this module, by their new module (the old import path keeps working)
+_MOVED = {**dict.fromkeys(("RunLocation", "resolve_run", "run_findings", "target_findings"), "workbench.run_findings"),
+          **dict.fromkeys(("SEVERITY_STYLE", "findings_html", "grouped", "op_groups"), "workbench.findings_html"),
+          **dict.fromkeys(("catalogue_markdown", "write_docs"), "workbench.findings_docs")}
 
 
-def _stage_record_targets(folder: Path) -> list[str]:
-    """The target folders of ``folder`` that hold a stage record (or a batch's error.json)."""
-    from .vocab import STAGES, TARGETS
-    names = [f"{s}.json" for s in STAGES] + ["error.json"]
-    return [t for t in TARGETS if (folder / t).is_dir() and any((folder / t / n).is_file() for n in names)]
-
-
-def resolve_run(path: str | os.PathLike) -> RunLocation:
-    """The run folder behind ``path``, from any working folder.
-
-    ``path`` may be a run folder (``<run>/<target>/<stage>.json``), one target's folder of a run, or the
-    folder ``workbench batch --out`` wrote (``index.html``, ``summary.json``, ``runs/<run-id>/``): then the
-    run its ``summary.json`` names, else the newest run under ``runs/``, is read and named in ``note``.
-    A :class:`WorkbenchError` names the folder and what was expected otherwise."""
-    from ._io import read_json
-    from .vocab import TARGETS
-    given = Path(path)
-    root = given.resolve()
-    if not root.is_dir():
-        raise WorkbenchError(f"{path}: no such run folder; give the folder `workbench batch --out` wrote, or one "
-                             "of its runs (runs/<run-id>: one folder per target).")
-    if root.name in TARGETS and _stage_record_targets(root.parent) and root.name in _stage_record_targets(root.parent):
-        return RunLocation(root.parent, given, (root.name,), note=f"target folder of run {root.parent.name}")
-    found = _stage_record_targets(root)
-    if found:
-        return RunLocation(root, given, tuple(found))
-    runs = root / "runs"
-    candidates = [p for p in runs.iterdir() if p.is_dir() and _stage_record_targets(p)] if runs.is_dir() else []
-    if not candidates:
-        if any((root / t).is_dir() for t in TARGETS):
-            raise WorkbenchError(f"{path}: its target folders hold no stage record (<target>/<stage>.json) and it "
-                                 "has no runs/ folder; run the stage notebooks or `workbench batch` into it first.")
-        raise WorkbenchError(f"{path}: no target folders ({', '.join(TARGETS)}) and no runs/<run-id>/ in this "
-                             "folder; give the folder `workbench batch --out` wrote or one of its runs.")
-    chosen = None
-    summary = root / "summary.json"
-    if summary.is_file():
-        try:
-            named = (root / str(read_json(summary)["run_dir"])).resolve()
-            chosen = next((c for c in candidates if c.resolve() == named), None)
-        except (OSError, ValueError, KeyError, TypeError):
-            chosen = None
-    how = "the run its summary.json names"
-    if chosen is None:
-        chosen = max(candidates, key=_newest_record_time)
-        how = "the newest run"
-    note = (f"batch output {given}: {how}, runs/{chosen.name}"
-            + (f" (of {len(candidates)} runs)" if len(candidates) > 1 else ""))
-    return RunLocation(chosen, given, tuple(_stage_record_targets(chosen)), note=note)
-
-
-def _newest_record_time(run: Path) -> float:
-    times = [p.stat().st_mtime for p in run.glob("*/*.json")]
-    return max(times, default=run.stat().st_mtime)
-
-
-def run_findings(run_dir: str | os.PathLike, *, targets: Iterable[str] | str | None = None) -> Findings:
-    """Every finding of a run, per target: THE list every view shows (index.html, summary.json, the reports,
-    the explorer's run view, ``workbench findings``, the gate).
-
-    ``run_dir``: a run folder, a target folder of one, or a batch ``--out`` folder (its latest run; see
-    :func:`resolve_run`); the answer does not depend on the working folder.  A stage record that cannot be
-    read is itself a finding (``run.unreadable-record``, error)."""
-    from .runs import RunFolder
-    from .vocab import TARGETS
-    where = resolve_run(run_dir)
-    root = where.run_dir
-    if isinstance(targets, str):
-        targets = [t.strip() for t in targets.split(",") if t.strip()]
-    chosen = list(targets) if targets else list(where.targets)
-    if not chosen:
-        raise WorkbenchError(f"{run_dir}: no target folders ({', '.join(TARGETS)}) in this run folder.")
-    groups = []
-    for target in chosen:
-        folder = RunFolder.__new__(RunFolder)          # read-only: no folder is created
-        folder.root, folder.target, folder.path = root, target, root / target
-        if folder.path.is_dir():
-            groups.append(target_findings(folder))
-    return collect(*groups)
-
-
-def target_findings(folder: Any) -> Findings:
-    """The findings of one target's folder of a run (every stage that ran; an unreadable record is an error)."""
-    from .vocab import STAGES
-    target = folder.target
-    results: dict[str, Any] = {}
-    groups: list[Findings] = []
-    for stage in STAGES:
-        if not folder.file(stage).exists():
-            continue
-        try:
-            results[stage] = folder.load(stage)
-        except (WorkbenchError, TypeError, ValueError, KeyError, ImportError, AttributeError, OSError) as exc:
-            groups.append(Findings((make(
-                "run.unreadable-record", f"{stage}.json cannot be read: {exc}"[:400].replace("\n", " "),
-                target=target, evidence={"stage": stage, "file": f"{target}/{stage}.json",
-                                         "error": type(exc).__name__}),)))
-    quantized = results.get("quantize")
-    calibration = results.get("calibration")
-    placement = results.get("placement")
-    dataset = _dataset_of(folder, calibration)
-    if calibration is None and folder.file("calibration").is_file():
-        # a record that no longer loads (edited ids, stale hash) is still read as raw data
-        from .calibration.findings import file_findings
-        raw = Findings(tuple(file_findings(folder.file("calibration"), target=target)))
-        groups.append(raw)
-        if raw:     # the raw reading says why: the unreadable-record finding adds nothing
-            groups = [Findings(tuple(f for f in g if not (f.code == "run.unreadable-record"
-                                                           and f.evidence.get("stage") == "calibration")))
-                      for g in groups]
-    for stage, result in results.items():
-        if result is None:
-            continue
-        context: dict[str, Any] = {}
-        if stage == "calibration":
-            context["dataset"] = dataset
-            context["calibration_file"] = folder.file("calibration")
-        elif stage == "timing":
-            context["placement"] = placement
-            context["quantized"] = quantized
-        elif stage == "placement":
-            context["quantized"] = quantized
-        elif stage == "accuracy":
-            context["quantized"] = quantized
-        groups.append(findings_for(result, target=target, **context))
-    return collect(*groups)
-
-
-def _dataset_of(folder: Any, calibration: Any) -> Any:
-    """The run's dataset when it can be loaded cheaply (needed to check test-split ids)."""
-    from ._io import local_paths
-    record = folder.record("calibration") or folder.record("quantize") or {}
-    name = local_paths({"dataset": record.get("dataset")}, base=folder.path)["dataset"]
-    if not name or calibration is None:
-        return None
-    try:
-        from .data.loaders import load_dataset
-        data = load_dataset(name)
-    except WorkbenchError:
-        return None
-    return data if getattr(data, "hash", None) == calibration.dataset_hash else None
-
-
-# -- the catalogue as documentation ----------------------------------------------------------------
-def catalogue_markdown() -> str:
-    """``docs/findings.md``: the catalogue, generated from :data:`CATALOGUE`."""
-    lines = [
-        "# Findings",
-        "",
-        "<!-- generated by `workbench findings --docs`; tests/test_findings.py keeps it in sync -->",
-        "",
-        ("Every silent failure the workbench notices is a **finding**: a stable code, a severity "
-        "(`info`, `warning`, `error`), the stage that noticed it, the target, a one-line message, the "
-        "evidence (op index and name, tensor, the numbers) and the next step. Each target report opens "
-        "with its findings, `index.html` with all targets' findings, `summary.json` carries them "
-        "(`targets[].findings`), and:"),
-        "",
-        "```sh",
-        "workbench findings RUN_DIR [--targets imx93] [--min-severity warning] [--fail-above warning] [--json]",
-        "workbench batch --gate gate.yaml     # gate.yaml: findings: {max_severity: warning}",
-        "```",
-        "",
-        ("The gate fails on any finding more severe than `max_severity` (with `warning`, every `error` "
-        "fails the gate), with the finding's message as the reason. In Python: "
-        "`wb.findings_for(result, target=...)` for one stage result, `wb.run_findings(run_dir)` for a run."),
-        "",
-        ("`RUN_DIR` is a run folder (`runs/<run-id>`), one target's folder of it, or the folder `workbench batch "
-         "--out` wrote: then the run its `summary.json` names (else the newest under `runs/`) is read and named. "
-         "Paths in stage records are relative to the record's own folder, so the list is the same from any "
-         "working folder, and every view (index.html, summary.json, the reports, `workbench findings`, the gate) "
-         "reads it through `workbench.findings.run_findings`. A stage record that cannot be read is itself a "
-         "finding (`run.unreadable-record`, error): never a silent gap."),
-        "",
-        "| code | severity | stage | title |",
-        "|---|---|---|---|",
-    ]
-    for e in CATALOGUE.values():
-        lines.append(f"| [`{e.code}`](#{_anchor(e.code)}) | {e.severity} | {e.stage} | {e.title} |")
-    for e in CATALOGUE.values():
-        lines += ["", f"## {e.code}", "", f"**{e.title}** ({e.severity}, stage {e.stage})", "",
-                  f"What it means: {e.meaning}", "", f"What to do: {e.action}"]
-    return "\n".join(lines) + "\n"
-
-
-def _anchor(code: str) -> str:
-    return "".join(c for c in code.lower() if c.isalnum() or c == "-")
-
-
-def write_docs(path: str | os.PathLike) -> Path:
-    from ._io import atomic_path
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        tmp.write_text(catalogue_markdown(), encoding="utf-8")
-    return path
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module 'workbench.findings' has no attribute {name!r}")
 
 
 __all__ = [
@@ -750,15 +437,9 @@ __all__ = [
     "CatalogueEntry",
     "Finding",
     "Findings",
-    "RunLocation",
-    "catalogue_markdown",
     "collect",
     "entry",
     "findings_for",
-    "findings_html",
     "make",
-    "resolve_run",
-    "run_findings",
-    "target_findings",
 ]
 

@@ -33,7 +33,9 @@ def _findings(args: argparse.Namespace) -> int:
 
     from ._cli import EXIT_GATE_FAILED, EXIT_OK, emit
     from .errors import WorkbenchError
-    from .findings import findings_for, resolve_run, run_findings, write_docs
+    from .findings import findings_for
+    from .findings_docs import write_docs
+    from .run_findings import resolve_run, run_findings
     if args.docs:
         path = write_docs(args.docs)
         emit({"docs": str(path)}, as_json=args.json, text=str(path))

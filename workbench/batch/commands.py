@@ -11,7 +11,7 @@ from .._cli import add_json_flag
 from ..vocab import STRATEGIES, TARGETS
 
 if TYPE_CHECKING:
-    from ..runs import RunSummary
+    from ..run_summary import RunSummary
 
 
 def register(sub: Any) -> None:
@@ -128,7 +128,7 @@ def parse_boards(items: list[str] | None) -> Any:
 def _accuracy_table(summary_json: Path) -> list[str]:
     """Top-1 per condition: FP32 once, then each target's INT8 (from summary.json, read as a RunSummary)."""
     from ..errors import BatchError
-    from ..runs import RunSummary
+    from ..run_summary import RunSummary
     if not summary_json.is_file():
         return []
     try:

@@ -83,8 +83,10 @@ def report_findings_html(notebook: Path, nb: Any) -> str:
     relative to the batch output folder the notebook sits one level below; ``target`` or ``targets``).
     Empty when the notebook was not run by the batch or the run folder holds nothing yet.  The batch
     replaces the verdict once every target is done (:func:`~workbench.batch.verdict.refresh_reports`)."""
-    from ..findings import Findings, findings_html, run_findings
-    from ..runs import summarize_run
+    from ..findings import Findings
+    from ..findings_html import findings_html
+    from ..run_findings import run_findings
+    from ..run_summary import summarize_run
     from .verdict import END, START, collapsed, target_verdicts, verdict_html
     empty = START + END         # the place the batch writes the verdict into at its end (the sweep has no run_dir)
     params = (nb.metadata.get("papermill") or {}).get("parameters") or {}

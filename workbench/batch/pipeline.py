@@ -32,7 +32,8 @@ from .._validation import check_choice, check_plain, check_positive_int, check_r
 from ..errors import BatchError, require_file
 from ..evaluate.gate import check_quality_gate, load_gate
 from ..pipeline.spec import RunSpec
-from ..runs import new_run_id, summarize_run
+from ..run_summary import summarize_run
+from ..runs import new_run_id
 from ..vocab import STAGE_NOTEBOOKS as _STAGE_NOTEBOOKS
 from ..vocab import SUMMARY_NOTEBOOK, TARGETS
 from . import console as _console

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from .._io import atomic_write_json, atomic_write_text
 from ..errors import WorkbenchError
 from ..findings import Findings
-from ..runs import RunSummary
+from ..run_summary import RunSummary
 from .execute import StageRun
 from .export import Scrubber, make_self_contained
+from .readers import _stage_results, sweep_recommendation_objects  # noqa: F401 - also read from here
 
 if TYPE_CHECKING:
     from .result import BatchResult
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
 
 def run_findings_of(out_dir: Path, result: BatchResult, summary: RunSummary) -> Findings:
     """Every target's findings: carried by the summary, else read from the run folder."""
-    from ..findings import collect, run_findings
+    from ..findings import collect
+    from ..run_findings import run_findings
     carried = [getattr(t, "findings", None) for t in summary.targets]
     if all(c is not None for c in carried):
         return collect(*[c for c in carried if c is not None])
@@ -60,18 +62,6 @@ def sweep_files(out_dir: Path, result: BatchResult) -> dict[str, str]:
             if (out_dir / folder / f"{name}.{ext}").is_file()}
 
 
-def sweep_recommendation_objects(out_dir: Path, files: dict[str, str]) -> list[Any]:
-    """The sweep's :class:`~workbench.sweep.result.Recommendation` per target (none when missing/unreadable)."""
-    from .._io import read_json
-    from ..sweep.result import Recommendation
-    if "sweep" not in files:
-        return []
-    try:
-        return [Recommendation.from_dict(r) for r in read_json(out_dir / files["sweep"])["recommendations"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-
-
 def sweep_recommendations(out_dir: Path, files: dict[str, str]) -> list[str]:
     """One line per target from the sweep's ``sweep.json`` (none when it is missing or unreadable)."""
     from .._io import read_json
@@ -82,21 +72,6 @@ def sweep_recommendations(out_dir: Path, files: dict[str, str]) -> list[str]:
         return [Recommendation.from_dict(r).summary() for r in read_json(out_dir / files["sweep"])["recommendations"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return [f"(the sweep's recommendations could not be read: {type(exc).__name__}: {exc})"]
-
-
-def _stage_results(run_dir: Path, target: str) -> tuple[Any, Any]:
-    """The target's saved accuracy report and placement report (typed; None when missing or unreadable)."""
-    if not (run_dir / target).is_dir():
-        return None, None
-    from ..runs import RunFolder
-    folder = RunFolder(run_dir, target=target)
-    out = []
-    for stage in ("accuracy", "placement"):
-        try:
-            out.append(folder.load(stage))
-        except WorkbenchError:      # a damaged record: the summary already says so
-            out.append(None)
-    return out[0], out[1]
 
 
 def _ci(value: float | None, low: float | None, high: float | None, fmt: Any) -> str:
@@ -242,7 +217,8 @@ def write_index(out_dir: Path, result: BatchResult, summary: RunSummary, summary
     """``index.html``: the verdict first, warnings and errors next to it, then accuracy; reports, links,
     manifests and info findings collapsed below."""
     from .. import display
-    from ..findings import Findings, findings_html
+    from ..findings import Findings
+    from ..findings_html import findings_html
     from .verdict import batch_verdict, collapsed
     run_dir = out_dir / result.run_dir
     files = sweep_files(out_dir, result) if result.sweep is not None else {}

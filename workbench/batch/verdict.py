@@ -123,7 +123,7 @@ def _problems(findings: Iterable[Any], target: str) -> tuple[tuple[str, str], ..
 def target_verdicts(run_dir: str | os.PathLike, summary: Any, *, gate: Any = None,
                     findings: Any = None) -> list[TargetVerdict]:
     """One :class:`TargetVerdict` per target of ``summary`` (a :class:`~workbench.runs.RunSummary`)."""
-    from .summary import _stage_results
+    from .readers import _stage_results
     out = []
     for t in summary.targets:
         _, placement = _stage_results(Path(run_dir), t.target)
@@ -229,7 +229,7 @@ def replace_block(html: str, block: str) -> str:
 def batch_verdict(out_dir: Path, run_dir: Path, summary: Any, *, gate: Any = None, sweep_files: dict | None = None,
                   findings: Any = None) -> str:
     """The verdict block of a whole batch (every target), with the sweep reconciled when it ran."""
-    from .summary import sweep_recommendation_objects
+    from .readers import sweep_recommendation_objects
     recs = sweep_recommendation_objects(out_dir, sweep_files or {})
     verdicts = target_verdicts(run_dir, summary, gate=gate, findings=findings)
     return verdict_html(verdicts, sentence=reconcile(summary, recs))

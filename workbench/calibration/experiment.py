@@ -264,7 +264,7 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
             paths[f"{s}@{rep}"], shas[f"{s}@{rep}"] = qm.path, qm.sha256
     report = Pipeline(base, store).compare(dict(paths), fp32_model=fp32_model)
     conds = tuple(dict.fromkeys(r.condition for r in report.rows if r.model in paths))
-    from ..runs import ConditionAccuracy
+    from ..run_summary import ConditionAccuracy
     rows = []
     for key in paths:
         strategy, seed_text = key.rsplit("@", 1)

@@ -108,7 +108,7 @@ def drop_findings(report: Any, *, target: str = "", quantized: Any = None,
     """``accuracy.drop`` per candidate and condition whose drop passes the threshold with its CI above zero,
     with the suspected cause and the recipes measured against it (``report.fix_trials``).  A warning when the
     whole CI lies past the threshold; info when the CI reaches below it (past the threshold, not surely)."""
-    from .remedies import DEFAULT_MAX_DROP_PP, drops_beyond
+    from .drops import DEFAULT_MAX_DROP_PP, drops_beyond
     limit = DEFAULT_MAX_DROP_PP if max_drop_pp is None else float(max_drop_pp)
     bad = drops_beyond(report, limit)
     if not bad:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import DataError
-from ..runs import ConditionAccuracy
+from ..run_summary import ConditionAccuracy
 from .capture import _captured_output
 from .compute import ExplorerEngine
 from .rendering import STYLE, accuracy_html, history_html, placement_html, plot_strip

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from ..placement.analyze import PlacementReport
-from .results import SPLIT, Exploration, HistoryEntry
+from .constants import HEATMAP_VMAX, SPLIT
 
 
-def accuracy_html(result: Exploration) -> str:
+def accuracy_html(result: Any) -> str:
     from .. import display
     rows = result.accuracy_table()
     conf = result.accuracy.confidence
@@ -23,7 +23,7 @@ def accuracy_html(result: Exploration) -> str:
                                                     "red: the drop's CI lies above 0)")
 
 
-def audit_note(result: Exploration) -> str:
+def audit_note(result: Any) -> str:
     """What the heatmap's ranges are when the calibrator is not min/max (the audit measures min/max ranges)."""
     from .. import display
     s = result.settings
@@ -34,7 +34,7 @@ def audit_note(result: Exploration) -> str:
                              "quantized model clips at least this much.")
 
 
-def settings_html(result: Exploration) -> str:
+def settings_html(result: Any) -> str:
     from .. import display
     s, q = result.settings, result.quantized
     rows = [("target", s.target), ("recipe", q.recipe.summary()), ("calibration", result.calibration.summary()),
@@ -61,7 +61,7 @@ STYLE = ("<style>.wb-stale{opacity:.35;pointer-events:none;transition:opacity .2
 
 
 
-def history_html(history: Sequence[HistoryEntry], baseline: HistoryEntry | None) -> str:
+def history_html(history: Sequence[Any], baseline: Any) -> str:
     """Every setting tried, newest last, with its worst drop and the change against the pinned baseline."""
     from .. import display
     if not history:
@@ -100,7 +100,7 @@ def plot_strip(report: PlacementReport, ax: Any) -> Any:
     return ax
 
 
-def placement_html(result: Exploration) -> str:
+def placement_html(result: Any) -> str:
     """Every op that falls back to the CPU, with the constraints it violates (the strip's why)."""
     from .. import display
     p = result.placement
@@ -130,7 +130,7 @@ def placement_html(result: Exploration) -> str:
 DISPLAY_WIDTH = 7.5
 
 
-def render_panels(result: Exploration, baseline: HistoryEntry | None = None, *,
+def render_panels(result: Any, baseline: Any = None, *,
                   fp32_tflite: str | None = None, samples: Any = None) -> tuple[str, str, str, str]:
     """The findings, accuracy, clipping and placement panels of ``result`` as HTML (figures inline).
 
@@ -139,7 +139,7 @@ def render_panels(result: Exploration, baseline: HistoryEntry | None = None, *,
     import matplotlib.pyplot as plt
 
     from .. import display
-    from ..findings import findings_html
+    from ..findings_html import findings_html
     findings = findings_html(result.findings(), title=f"Findings on {result.settings.target}")
     fig, ax = plt.subplots(figsize=(DISPLAY_WIDTH, 3.6), layout="constrained")
     result.plot_accuracy(ax)
@@ -148,7 +148,6 @@ def render_panels(result: Exploration, baseline: HistoryEntry | None = None, *,
     accuracy = display.figure_html(fig, alt="accuracy per condition", tight=False) + accuracy_html(result)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(DISPLAY_WIDTH, 0.4 * len(result.audit.layers) + 2.0), layout="constrained")
-    from .results import HEATMAP_VMAX
     result.audit.plot(ax, vmax=HEATMAP_VMAX)
     audit = display.figure_html(fig, alt="clipping heatmap", tight=False) + audit_note(result)
     plt.close(fig)
@@ -163,7 +162,7 @@ def render_panels(result: Exploration, baseline: HistoryEntry | None = None, *,
     return findings, accuracy, audit, placement
 
 
-def draw_baseline(ax: Any, result: Exploration, baseline: HistoryEntry) -> None:
+def draw_baseline(ax: Any, result: Any, baseline: Any) -> None:
     """The baseline's quantized accuracy per condition as black diamonds on the quantized bars."""
     conditions = list(result.accuracy.conditions)
     by = {r.condition: r for r in baseline.drops}
@@ -187,7 +186,7 @@ def cli_html(text: str, sha256: str) -> str:
             f'copy</button><pre style="white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0">{data}</pre></div>')
 
 
-def graph_html(result: Exploration, fp32_tflite: str | None, samples: Any = None) -> str:
+def graph_html(result: Any, fp32_tflite: str | None, samples: Any = None) -> str:
     """The INT8 graph of this setting: each op coloured by placement, with its SQNR against the FP32
     ``.tflite`` when there is one (the reference model's), collapsed under the strip."""
     from ..errors import WorkbenchError

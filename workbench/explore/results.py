@@ -15,11 +15,11 @@ from ..evaluate.accuracy import AccuracyReport
 from ..placement.analyze import PlacementReport
 from ..quantize.engine import QuantizedModel
 from ..quantize.recipe import CALIBRATORS, TFLITE_CALIBRATORS, QuantRecipe, get_recipe
-from ..runs import ConditionAccuracy  # the one per-condition accuracy row (run summaries use it too)
+from ..run_summary import ConditionAccuracy
 from ..vocab import Recipe
+from .constants import HEATMAP_VMAX, SPLIT  # noqa: F401 - also read from here  # the one per-condition accuracy row (run summaries use it too)
 
 AUTO = "auto"
-HEATMAP_VMAX = 10.0     # percent: one colour scale for every redraw (rates above it take the darkest red)
 PANEL_WIDTH = "1180px"  # a JupyterLab notebook column at a 1200 px window
 FIGURE_WIDTH = 10.5     # inches at 100 dpi: fits PANEL_WIDTH with the colour bar
 RECIPE_LABELS = {
@@ -28,7 +28,6 @@ RECIPE_LABELS = {
     Recipe.A8W8_PT.value: "a8w8_pt: per-tensor weights, 8-bit activations",
     Recipe.A16W8_PC.value: "a16w8_pc: per-channel weights, 16-bit activations",
 }
-SPLIT = "test"
 BACKEND_LABELS = {
     "tflite": "TFLite converter (.tflite: what the NPUs run)",
     "onnx": "ONNX Runtime (QDQ .onnx: CPU only, not placed on an NPU)",
@@ -178,7 +177,7 @@ class Exploration(Result):
         import matplotlib.pyplot as plt
 
         from .. import display
-        from ..findings import findings_html
+        from ..findings_html import findings_html
         from .rendering import accuracy_html, placement_html, settings_html
         fig = self.figure()
         picture = display.figure_html(fig, alt="exploration")
