@@ -357,3 +357,33 @@ def test_export_moves_stderr_and_reprs_to_the_run_log_and_keeps_workbench_warnin
     assert "block(s) of library output" in html
     log = (tmp_path / "runs" / "r" / "batch.log").read_text()
     assert "fully_quantize" in log and "RunFolder(" in log and "n.ipynb cell 0" in log
+
+
+def test_no_absolute_path_of_this_machine_in_any_shared_output(batch, batch_out):
+    """Issue 24: records, summaries, executed notebooks and reports are shared; none names the checkout, the venv,
+    the home, the temp or the cache folder of this machine (the Vela command's vela.ini included)."""
+    import os
+    import tempfile
+
+    import workbench
+    from workbench._io import cache_dir
+    roots = {"checkout": Path(workbench.__file__).resolve().parents[1], "venv": Path(sys.prefix),
+             "home": Path.home(), "temp": Path(tempfile.gettempdir()), "cache": cache_dir(),
+             "output": batch_out}
+    needles = {name: {str(p), os.path.realpath(p)} for name, p in roots.items()}
+    found = []
+    for path in sorted(batch_out.rglob("*")):
+        if not path.is_file() or path.suffix not in (".json", ".ipynb", ".csv", ".html", ".txt", ".md", ".yaml"):
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".html":
+            text = _visible(text)
+        for name, variants in needles.items():
+            for needle in variants:
+                if needle + os.sep in text or f'"{needle}"' in text:
+                    i = text.index(needle)
+                    found.append(f"{path.relative_to(batch_out)}: {name} {text[max(0, i - 60):i + 80]!r}")
+    assert not found, "\n".join(found[:20])
+    placement = json.loads((batch_out / "runs" / "session" / "imx93" / "placement.json").read_text())
+    command = json.dumps(placement)
+    assert "vela.ini" in command and "ethosu/config_files/" in command

@@ -399,7 +399,11 @@ def contract_record(source: Path, input_spec: Any) -> dict[str, Any]:
                                              "calibration pixels go in as the dataset holds them"}
     contract = resolve_contract(source, input_spec)
     origin = f"card {card_path(source).name}" if input_spec is None else "input_spec"
-    return {"source": origin, "summary": contract.summary(), "params": contract.to_params()}
+    summary = contract.summary()
+    for given in (card_path(source), input_spec):     # the card by its name: the manifest is shared
+        if isinstance(given, str | os.PathLike) and str(given) and str(given) in summary:
+            summary = summary.replace(str(given), Path(given).name)
+    return {"source": origin, "summary": summary, "params": contract.to_params()}
 
 
 def _contract_hash(calibration_hash: str, contract: Any) -> str:
