@@ -157,7 +157,6 @@ OVERSIZE: dict[str, str] = {
     "placement.analyze": "placement, its report and the compiler branches together",
     "quantize.engine": "quantize, its cache and calibration plumbing together",
     "quantize.equalize": "cross-layer equalisation and bias correction together",
-    "targets.imx8mp": "the VX delegate's table with its check functions",
     "toolenv": "pinned tool environments, their process groups hardened this session (issue 24)",
 }
 
