@@ -198,3 +198,55 @@ def test_transpose_before_mean_is_folded_into_its_axes():
     for i in range(len(x)):
         for a, b in zip(_run(data, x[i:i + 1]), _run(new, x[i:i + 1])):
             assert np.allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def _unfuse_relu(data):
+    """The first CONV_2D with a fused RELU written as CONV_2D + a separate RELU op (as MediaPipe ships)."""
+    import copy
+
+    from ai_edge_litert import schema_py_generated as fb
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+
+    from workbench.models.tflite_passes import _opcode
+    m = fu.read_model_from_bytearray(bytearray(data))
+    sg = m.subgraphs[0]
+    k = next(i for i, o in enumerate(sg.operators) if isinstance(o.builtinOptions, fb.Conv2DOptionsT)
+             and o.builtinOptions.fusedActivationFunction == fb.ActivationFunctionType.RELU)
+    conv = sg.operators[k]
+    conv.builtinOptions.fusedActivationFunction = fb.ActivationFunctionType.NONE
+    out = int(conv.outputs[0])
+    pre = copy.deepcopy(sg.tensors[out])
+    pre.name = b"pre_relu"
+    sg.tensors.append(pre)
+    conv.outputs = [len(sg.tensors) - 1]
+    relu = fb.OperatorT()
+    relu.opcodeIndex = _opcode(m, fb.BuiltinOperator.RELU, 1)
+    relu.inputs, relu.outputs = [len(sg.tensors) - 1], [out]
+    sg.operators = sg.operators[:k + 1] + [relu] + sg.operators[k + 1:]
+    return bytes(fu.convert_object_to_bytearray(m))
+
+
+@pytest.mark.slow
+def test_separate_relu_is_fused_into_its_producer():
+    import contextlib
+    import io
+
+    import keras
+    import tensorflow as tf
+
+    from workbench.models.tflite_passes import fuse_activations
+    inp = keras.Input((6, 5, 4), batch_size=1)
+    h = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    model = keras.Model(inp, keras.layers.Conv2D(2, 1)(h))
+    with contextlib.redirect_stdout(io.StringIO()):
+        plain = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    data = _unfuse_relu(plain)
+    assert _ops(data)["RELU"] == 1
+    new, n = fuse_activations(data)
+    assert n == 1 and _ops(new) == _ops(plain)
+    from workbench.models.tflite_graph import parse_tflite_bytes
+    assert len(parse_tflite_bytes(new).tensors) == len(parse_tflite_bytes(plain).tensors)   # no orphan left
+    x = np.random.default_rng(4).uniform(-1, 1, (3, 6, 5, 4)).astype(np.float32)
+    for i in range(3):
+        for a, b in zip(_run(data, x[i:i + 1]), _run(new, x[i:i + 1])):
+            assert np.array_equal(a, b)
