@@ -96,3 +96,26 @@ def test_quantize_refuses_test_and_repeated_ids_as_the_audit_does(tmp_path):
             quantize(model, "a8w8_pc", with_test, dataset=data, backend="onnx", cache=False)
         with pytest.raises(CalibrationError, match="appears 2 times"):
             quantize(model, "a8w8_pc", repeated, dataset=data, backend="onnx", cache=False)
+
+
+def test_a_set_is_checked_only_against_the_dataset_it_was_drawn_from():
+    import dataclasses
+
+    from workbench.findings import findings_for
+    data = leaky_dataset()
+    cal = _calibration_set(data, [f"img-{i:04d}" for i in range(300)])
+    other = dataclasses.replace(data, y=1 - data.y)        # same pixels and ids, another dataset
+    assert other.hash != data.hash
+    assert findings_for(cal, dataset=data).with_code("calibration.test-content")
+    assert not findings_for(cal, dataset=other).with_code("calibration.test-content")
+
+
+def test_a_condition_with_no_target_share_is_not_missing():
+    from tests.traps.zoo import small_dataset
+    from workbench.findings import findings_for
+    data = small_dataset(pool_conditions={"day": 300, "night": 10})
+    cal = _calibration_set(data, [f"cal-day-{i}" for i in range(200)])
+    cal = type(cal)(**{**cal.__dict__, "target_shares": {"day": 1.0, "night": 0.0}})
+    assert not findings_for(cal, dataset=data).with_code("calibration.condition-missing")
+    cal = type(cal)(**{**cal.__dict__, "target_shares": {"day": 0.9, "night": 0.1}})
+    assert findings_for(cal, dataset=data).with_code("calibration.condition-missing")

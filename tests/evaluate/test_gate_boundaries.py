@@ -80,3 +80,9 @@ def test_latency_at_the_limit():
     assert _gate([t], Gate(max_drop_pp=None, max_latency_ms=2.0)).passed
     r = _gate([t], Gate(max_drop_pp=None, max_latency_ms=1.99))
     assert not r.passed and r.violations[0].check == "latency.max_ms"
+
+
+def test_a_latency_limit_below_one_ms_is_accepted():
+    assert Gate(max_latency_ms=0.5).max_latency_ms == 0.5
+    with pytest.raises(GateError):
+        Gate(max_latency_ms=-0.1)
