@@ -138,3 +138,25 @@ def test_reports_round_trip_with_their_trials():
                              FixTrial("a8w8_pt", "overexposed", None, None, None, None, error="x")])
     assert AccuracyReport.from_dict(report.to_dict()) == report
     assert "not measured" in report.fix_trials[1].summary() and "-0.9 pp" in report.fix_trials[0].summary()
+
+
+def test_the_suspected_cause_is_read_from_the_quantized_model(tmp_path):
+    """The 1000x spread ONNX model: per-tensor weights -> weight collapse; per-channel -> activation spread."""
+    import warnings
+
+    from tests.traps.zoo import _nchw_calibration, _onnx_model
+    from workbench.evaluate.findings import suspected_cause
+    from workbench.quantize.engine import quantize
+    model = tmp_path / "spread.onnx"
+    _onnx_model(model, depthwise_spread=1000.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pt = quantize(model, "a8w8_pt", _nchw_calibration(), backend="onnx", output=tmp_path / "pt")
+        pc = quantize(model, "a8w8_pc", _nchw_calibration(), backend="onnx", output=tmp_path / "pc")
+    cause = suspected_cause(pt, target="imx8mp")
+    assert cause["kind"] == "per-tensor weight collapse" and "depthwise" in cause["layers"][0]
+    cause = suspected_cause(pc, target="imx93")
+    assert cause["kind"].startswith("per-channel activation-range spread") and "depthwise" in cause["layers"][0]
+    assert suspected_cause(None) is None
+    (f,) = drop_findings(_spread(), target="imx93", quantized=pc)
+    assert f.evidence["cause"] == cause and "suspected: per-channel activation-range spread" in f.message
