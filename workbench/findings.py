@@ -177,7 +177,9 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "cosine similarity under 0.9. Whatever the task metric says, what the model outputs there is mostly "
      "quantization error.",
      "Look at the calibrated ranges (quantize.range-outliers, quantize.absurd-scale); quantize with "
-     "--calibrator percentile, a16w8_pc, or keep the output's last ops in float (--exclude)."),
+     "--calibrator percentile, a16w8_pc, or keep the output's last ops in float (--exclude). A float .tflite "
+     "source whose calibration data reaches a value in few samples (the one face among a face detector's crops): "
+     "--calibrator minmax-global (AI Edge Quantizer's minmax is a moving average that clips it), with a16w8_pc."),
     # -- placement -------------------------------------------------------------------------------
     CatalogueEntry("placement.cpu-island", "warning", "placement", "CPU island between NPU segments",
      "Ops run on the CPU between two NPU segments: every inference crosses NPU -> CPU -> NPU "

@@ -70,3 +70,46 @@ def test_tflite_source_percentile_and_the_outlier_finding(tmp_path):
     assert len(found) == 1 and found[0].evidence["tensors"][0]["ratio"] >= 10
     assert pct.manifest()["ranges"]["changed"] > 0
     assert not [f for f in quantized_findings(pct) if f.code == "quantize.range-outliers"]
+
+
+@pytest.mark.slow
+def test_tflite_source_minmax_global_keeps_what_one_sample_reaches(tmp_path):
+    """AI Edge Quantizer's min/max is a moving average of each sample's min/max: a value only one sample of 100
+    reaches (the one face among a face detector's crops) is clipped.  minmax-global sets the range to the
+    min/max over every sample, so that sample's output survives quantization (BlazeFace: docs/quantize.md)."""
+    import contextlib
+    import io
+
+    import keras
+    import tensorflow as tf
+
+    from workbench.quantize.engine import quantize
+    from workbench.quantize.recipe import get_recipe
+    inp = keras.Input((8, 8, 1), batch_size=1, name="image")
+    model = keras.Model(inp, keras.layers.Conv2D(2, 1, name="conv")(inp))
+    model.get_layer("conv").set_weights([np.array([[[[1.0, -0.5]]]], np.float32), np.zeros(2, np.float32)])
+    with contextlib.redirect_stdout(io.StringIO()):
+        data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    path = tmp_path / "float.tflite"
+    path.write_bytes(data)
+    x = np.random.default_rng(0).random((100, 8, 8, 1), dtype=np.float32)
+    x[37, 2:6, 2:6, 0] = 40.0         # one sample of 100 reaches 40 (every other value is in [0, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        moving = quantize(path, "a8w8_pc", x, cache=False)
+        full = quantize(path, get_recipe("a8w8_pc", calibrator="minmax-global"), x, cache=False)
+    assert full.manifest()["ranges"]["calibrator"] == "minmax-global" and full.manifest()["ranges"]["changed"] > 0
+    assert "minmax-global" in full.recipe.summary()
+
+    def peak(result):                 # the quantized model's output at the rare sample's bright pixels
+        from ai_edge_litert.interpreter import Interpreter
+        it = Interpreter(model_path=str(result.path))
+        it.allocate_tensors()
+        i, o = it.get_input_details()[0], it.get_output_details()[0]
+        s, z = i["quantization"]
+        it.set_tensor(i["index"], np.clip(np.round(x[37:38] / s + z), -128, 127).astype(np.int8))
+        it.invoke()
+        s, z = o["quantization"]
+        return float(((it.get_tensor(o["index"]).astype(np.float32) - z) * s)[0, 4, 4, 0])
+    assert peak(full) == pytest.approx(40.0, rel=0.05)
+    assert peak(moving) < 20.0        # clipped by the moving average (the old calibrator, still the default)

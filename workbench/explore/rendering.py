@@ -27,7 +27,7 @@ def audit_note(result: Any) -> str:
     """What the heatmap's ranges are when the calibrator is not min/max (the audit measures min/max ranges)."""
     from .. import display
     s = result.settings
-    if s.calibrator == "minmax":
+    if s.calibrator in ("minmax", "minmax-global"):
         return ""
     return display.paragraph(f"The heatmap measures clipping against the calibration set's min/max ranges; the "
                              f"{s.calibrator} calibrator of ONNX Runtime may choose narrower ranges, so the "

@@ -43,7 +43,9 @@ BUILT_IN_SEVERITY = 3      # workbench.data.loaders.DIGITS_SEVERITY: the built-i
 
 def calibrators_for(backend: str) -> tuple[str, ...]:
     """The calibrators ``backend`` has: the TFLite converter min/max only, ONNX Runtime all three."""
-    return TFLITE_CALIBRATORS if backend == "tflite" else CALIBRATORS
+    names = TFLITE_CALIBRATORS if backend == "tflite" else CALIBRATORS
+    # the explorer quantizes a Keras or ONNX model, whose min/max is already global: minmax-global is minmax
+    return tuple(c for c in names if c != "minmax-global")
 
 
 # --------------------------------------------------------------------------- results

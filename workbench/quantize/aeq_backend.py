@@ -61,7 +61,7 @@ def check_recipe(recipe: QuantRecipe, source: str | os.PathLike) -> None:
             f"{where}: +{'+'.join(recipe.transforms)} rewrite Keras or ONNX weights; an FP32 .tflite is quantized "
             "as it is (AI Edge Quantizer). Quantize the .keras/.onnx the .tflite came from with +cle/+bc, or drop "
             "the transform.")
-    if recipe.calibrator not in ("minmax", "percentile"):
+    if recipe.calibrator not in ("minmax", "minmax-global", "percentile"):
         raise QuantizationError(f"{where}: calibrator {recipe.calibrator!r} is not available for a .tflite source "
                                 "(min/max calibration, narrowed by 'percentile'). Use calibrator='minmax' or "
                                 "'percentile'.")
@@ -217,7 +217,9 @@ def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray,
     from .ranges import percentile_edit
     ranges = {n: (float(np.min(v["min"])), float(np.max(v["max"]))) for n, v in calibration.items()
               if isinstance(v, dict) and "min" in v and "max" in v and np.size(v["min"]) == 1}
-    percentile = recipe.percentile if recipe.calibrator == "percentile" else None
+    # minmax-global: the data's 0..100th percentiles (the exact min/max over every sample) in place of
+    # AI Edge Quantizer's moving average of each sample's min/max
+    percentile = {"percentile": recipe.percentile, "minmax-global": 100.0}.get(recipe.calibrator)
     edited, outliers = percentile_edit(prepared.data, x, ranges, set(prepared.input_names), percentile)
     changed = 0
     if percentile is not None:
@@ -228,6 +230,7 @@ def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray,
                 v = calibration[n]
                 calibration[n] = {**v, "min": np.full_like(np.asarray(v["min"]), lo),
                                   "max": np.full_like(np.asarray(v["max"]), hi)}
+    percentile = percentile if recipe.calibrator == "percentile" else None
     return calibration, {"calibrator": recipe.calibrator, "percentile": percentile, "tensors": len(ranges),
                          "changed": changed, "outliers": outliers[:12], "n_outliers": len(outliers)}
 

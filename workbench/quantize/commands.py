@@ -33,9 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibration", type=_calibration, metavar="N|FILE",
                    help="a calibration set written by `workbench calibrate -o FILE` (its samples from DATASET), "
                         "or N: the first N samples of --split (default: the whole split)")
-    p.add_argument("--calibrator", choices=("minmax", "percentile", "entropy"),
-                   help="calibration method: minmax; percentile (the data's percentiles, every backend); entropy (ONNX "
-                        "only)")
+    p.add_argument("--calibrator", choices=("minmax", "minmax-global", "percentile", "entropy"),
+                   help="calibration method: minmax; minmax-global (each tensor's min/max over all samples; for a "
+                        "float .tflite, whose minmax is a moving average of each sample's min/max); percentile (the "
+                        "data's percentiles, every backend); entropy (ONNX only)")
     p.add_argument("--percentile", type=finite_float, help="percentile for --calibrator percentile (default 99.999)")
     p.add_argument("--exclude", metavar="OPS", default="",
                    help="comma-separated op types or node names kept in float (turns float fallback on)")

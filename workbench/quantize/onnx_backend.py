@@ -124,7 +124,8 @@ def quantize_onnx(path: str | os.PathLike, recipe: QuantRecipe, x: np.ndarray) -
     from onnxruntime.quantization.shape_inference import quant_pre_process
     path = Path(path)
     name, _ = input_info(path)
-    method = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
+    method = {"minmax": CalibrationMethod.MinMax, "minmax-global": CalibrationMethod.MinMax,
+              "percentile": CalibrationMethod.Percentile,
               "entropy": CalibrationMethod.Entropy}[recipe.calibrator]
     nodes, op_types = split_exclude(path, recipe.exclude)
     with tempfile.TemporaryDirectory(prefix="wb-onnx-q-") as tmp:

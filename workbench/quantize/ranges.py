@@ -29,7 +29,8 @@ OUTLIER_RATIO = 10.0
 def activation_percentiles(model: bytes, x: np.ndarray, names: Iterable[str], percentiles: Iterable[float],
                            *, seed: int = 0) -> dict[str, dict[float, float]]:
     """``{tensor name: {p: value}}`` for the float ``.tflite`` ``model`` on samples ``x`` (model inputs),
-    for each named tensor the interpreter holds; ``percentiles`` in [0, 100]."""
+    for each named tensor the interpreter holds; ``percentiles`` in [0, 100].  0 and 100 are the exact
+    min and max over every value of every sample (the other percentiles: of a random subset)."""
     import warnings
 
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
@@ -44,6 +45,8 @@ def activation_percentiles(model: bytes, x: np.ndarray, names: Iterable[str], pe
     rng = np.random.default_rng(seed)
     per_sample = max(1, SAMPLE_LIMIT // max(len(x), 1))
     kept: dict[str, list[np.ndarray]] = {n: [] for n in index}
+    lows: dict[str, float] = {}
+    highs: dict[str, float] = {}
     for i in range(len(x)):
         it.set_tensor(inp["index"], np.ascontiguousarray(x[i:i + 1], np.float32).reshape(inp["shape"]))
         it.invoke()
@@ -52,6 +55,9 @@ def activation_percentiles(model: bytes, x: np.ndarray, names: Iterable[str], pe
                 v = np.asarray(it.get_tensor(t), np.float32).reshape(-1)
             except ValueError:             # a tensor the interpreter does not hold (optimised away)
                 continue
+            if v.size:
+                lows[name] = min(lows.get(name, np.inf), float(v.min()))
+                highs[name] = max(highs.get(name, -np.inf), float(v.max()))
             if v.size > per_sample:
                 v = v[rng.choice(v.size, per_sample, replace=False)]
             kept[name].append(v)
@@ -61,6 +67,7 @@ def activation_percentiles(model: bytes, x: np.ndarray, names: Iterable[str], pe
         if parts:
             values = np.concatenate(parts)
             out[name] = dict(zip(ps, (float(q) for q in np.percentile(values, ps))))
+            out[name].update({p: lows[name] if p == 0 else highs[name] for p in ps if p in (0, 100)})
     return out
 
 
@@ -130,8 +137,9 @@ def _name(value: Any) -> str:
 
 def percentile_edit(float_model: bytes, x: np.ndarray, ranges: dict[str, tuple[float, float]], skip: set[str],
                     percentile: float | None) -> tuple[dict[str, tuple[float, float]], list[dict[str, Any]]]:
-    """Percentiles of each calibrated tensor on ``x``: the ranges narrowed to ``percentile`` (None: unchanged),
-    and the outlier rows (``quantize.range-outliers``) of the calibrated ranges as they were."""
+    """Percentiles of each calibrated tensor on ``x``: the ranges set to the data's ``100 - percentile`` ..
+    ``percentile`` (100: the global min/max; None: unchanged), and the outlier rows
+    (``quantize.range-outliers``) of the calibrated ranges as they were."""
     ps = {100.0 - OUTLIER_PERCENTILE, OUTLIER_PERCENTILE}
     if percentile is not None:
         ps |= {100.0 - percentile, percentile}

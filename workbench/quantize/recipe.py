@@ -24,8 +24,8 @@ from ..errors import QuantizationError
 
 BACKENDS = ("tflite", "onnx")
 GRANULARITIES = ("per_channel", "per_tensor")
-CALIBRATORS = ("minmax", "percentile", "entropy")
-TFLITE_CALIBRATORS = ("minmax", "percentile")
+CALIBRATORS = ("minmax", "minmax-global", "percentile", "entropy")
+TFLITE_CALIBRATORS = ("minmax", "minmax-global", "percentile")
 IO_DTYPES = ("int8", "uint8", "int16", "float32")
 
 
@@ -43,9 +43,13 @@ class QuantRecipe(Result):
     input_dtype, output_dtype : the model's input/output type.  TFLite: ``int8``/``uint8``/
         ``float32`` for 8-bit activations, ``int16``/``float32`` for 16-bit.  ONNX Runtime
         QDQ models keep ``float32`` inputs and outputs.
-    calibrator : ``"minmax"`` or ``"percentile"`` (TFLite: the calibrated min/max narrowed to the
-        ``percentile``/``100 - percentile`` values of each tensor on the calibration data before the
-        quantizer reads them, workbench/quantize/ranges.py); ONNX Runtime also ``"entropy"``.
+    calibrator : ``"minmax"``, ``"minmax-global"`` or ``"percentile"`` (TFLite: the calibrated min/max
+        narrowed to the ``percentile``/``100 - percentile`` values of each tensor on the calibration data
+        before the quantizer reads them, workbench/quantize/ranges.py); ONNX Runtime also ``"entropy"``.
+        ``"minmax-global"`` is each tensor's min/max over all the calibration samples: what ``"minmax"``
+        already is for the TFLite converter and ONNX Runtime; for a float ``.tflite`` source (AI Edge
+        Quantizer, whose min/max is a moving average of each sample's min/max) it keeps the values that
+        only a few samples reach, e.g. the one face among the crops of a face detector.
     percentile : the percentile of the ``percentile`` calibrator, in (90, 100].
     exclude : op types (``MEAN``, ``Softmax``) or node names that stay in float.
     allow_float_fallback : allow float ops in the result.  Off by default (full integer);
