@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-PASSES_VERSION = 2     # bump when a pass changes (enters the quantize cache key)
+PASSES_VERSION = 3     # bump when a pass changes (enters the quantize cache key)
 
 
 def _read(data: bytes) -> Any:
@@ -413,6 +413,85 @@ def fold_transpose_into_reduce(data: bytes) -> tuple[bytes, int]:
     return (_write(model), removed) if removed else (data, 0)
 
 
+def nhwc_channel_shuffle(data: bytes) -> tuple[bytes, int]:
+    """onnx2tf's channel shuffle ``TRANSPOSE(0,3,1,2) -> RESHAPE [n,g,c/g,h,w] -> TRANSPOSE(0,2,1,3,4) ->
+    RESHAPE [n,c,h,w] -> TRANSPOSE(0,2,3,1)`` (a PyTorch/ShuffleNet shuffle taken through NCHW) becomes the
+    same shuffle on NHWC data: ``RESHAPE [n,h,w,g,c/g] -> TRANSPOSE(0,1,2,4,3) -> RESHAPE [n,h,w,c]``.
+    The same element lands in the same place; two TRANSPOSE ops fewer per shuffle."""
+    from ai_edge_litert import schema_py_generated as fb
+    model = _read(data)
+    names = _op_names()
+    done = 0
+    for sg in model.subgraphs:
+        users: dict[int, list[Any]] = {}
+        for op in sg.operators:
+            for i in op.inputs:
+                users.setdefault(int(i), []).append(op)
+        outputs = {int(o) for o in sg.outputs}
+
+        def only(t: int, users: dict[int, list[Any]] = users, outputs: set[int] = outputs) -> Any:
+            u = users.get(t, [])
+            return u[0] if len(u) == 1 and t not in outputs else None
+
+        def kind(op: Any) -> str:
+            return names.get(_code(model, op), "?") if op is not None else ""
+        drop: list[Any] = []
+        for t1 in list(sg.operators):
+            if kind(t1) != "TRANSPOSE" or _perm(model, sg, t1) != [0, 3, 1, 2] or any(t1 is d for d in drop):
+                continue
+            r1: Any = only(int(t1.outputs[0]))
+            t2: Any = only(int(r1.outputs[0])) if kind(r1) == "RESHAPE" else None
+            r2: Any = only(int(t2.outputs[0])) if kind(t2) == "TRANSPOSE" else None
+            t3: Any = only(int(r2.outputs[0])) if kind(r2) == "RESHAPE" else None
+            if kind(t3) != "TRANSPOSE" or _perm(model, sg, t2) != [0, 2, 1, 3, 4] \
+                    or _perm(model, sg, t3) != [0, 2, 3, 1]:
+                continue
+            assert r1 is not None and t2 is not None and r2 is not None and t3 is not None
+            x = sg.tensors[int(t1.inputs[0])]
+            s5 = [int(v) for v in sg.tensors[int(r1.outputs[0])].shape]
+            if len(x.shape) != 4 or len(s5) != 5:
+                continue
+            n, h, w, c = (int(v) for v in x.shape)
+            if s5 != [n, s5[1], c // max(s5[1], 1), h, w] or s5[1] * s5[2] != c:
+                continue
+            g, cg = s5[1], s5[2]
+
+            def shape_const(values: list[int], sg: Any = sg) -> int:
+                arr = np.asarray(values, np.int32)
+                buf = fb.BufferT()
+                buf.data = np.frombuffer(arr.tobytes(), np.uint8)
+                model.buffers.append(buf)
+                t = fb.TensorT()
+                t.name, t.type, t.buffer = b"shuffle_shape", fb.TensorType.INT32, len(model.buffers) - 1
+                t.shape = np.asarray([len(values)], np.int32)
+                sg.tensors.append(t)
+                return len(sg.tensors) - 1
+
+            def set_reshape(op: Any, src: int, shape: list[int], sg: Any = sg) -> None:
+                op.inputs = [src, shape_const(shape)]
+                if op.builtinOptions is not None and hasattr(op.builtinOptions, "newShape"):
+                    op.builtinOptions.newShape = list(shape)
+                out = sg.tensors[int(op.outputs[0])]
+                out.shape = np.asarray(shape, np.int32)
+                out.shapeSignature = None
+            set_reshape(r1, int(t1.inputs[0]), [n, h, w, g, cg])
+            t2.inputs = [int(t2.inputs[0]), shape_const([0, 1, 2, 4, 3])]
+            mid = sg.tensors[int(t2.outputs[0])]
+            mid.shape, mid.shapeSignature = np.asarray([n, h, w, cg, g], np.int32), None
+            set_reshape(r2, int(t2.outputs[0]), [n, h, w, c])
+            final = int(t3.outputs[0])
+            for op in users.get(final, []):
+                op.inputs = [int(r2.outputs[0]) if int(i) == final else int(i) for i in op.inputs]
+            if final in outputs:
+                continue
+            drop += [t1, t3]
+            done += 1
+        if drop:
+            sg.operators = [op for op in sg.operators if all(op is not d for d in drop)]
+            _drop_unused_tensors(model, sg)
+    return (_write(model), 2 * done) if done else (data, 0)
+
+
 def apply_passes(data: bytes) -> tuple[bytes, list[str]]:
     """Both passes; returns the new bytes and one line per pass that changed something."""
     done = []
@@ -425,4 +504,7 @@ def apply_passes(data: bytes) -> tuple[bytes, list[str]]:
     data, n = fold_transpose_into_reduce(data)
     if n:
         done.append(f"TRANSPOSE before a reduction folded into its axes: {n} op(s)")
+    data, n = nhwc_channel_shuffle(data)
+    if n:
+        done.append(f"channel shuffle taken through NCHW done on NHWC: {n} TRANSPOSE op(s) fewer")
     return data, done
