@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # name -> module that defines it.  Keep one block per pipeline stage.
 _EXPORTS = {
