@@ -331,17 +331,38 @@ def test_busy_state_disables_the_knobs_and_marks_stale_panels(ex):
     assert ex.error is None and "wb-stale" not in ex.audit_panel._dom_classes
 
 
-def test_history_and_pinned_baseline(ex):
+def _visible_rows(html: str) -> list[str]:
+    """The text a person sees in each data row of a table (tags and their attributes dropped)."""
+    import html as html_lib
+    import re
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", html)
+    return [html_lib.unescape(re.sub(r"<[^>]+>", "", r)).strip() for r in rows if "<td" in r]
+
+
+def test_history_and_pinned_baseline(ex, monkeypatch):
     first = len(ex.history)
     assert ex.baseline is not None and ex.history
     ex.seed = 1
     assert ex.result.settings.seed == 1 and ex.result.calibration.seed == 1
     assert len(ex.history) == first + 1 and ex.history[-1].settings.seed == 1
     assert ex.pin_baseline() is ex.history[-1]
-    assert "(baseline)" in ex.history_panel.value and "vs baseline pp" in ex.history_panel.value
+    assert "&#9733; pinned" in ex.history_panel.value and "vs baseline pp" in ex.history_panel.value
+    from workbench.explore import rendering
+    notes: list[str] = []
+    real = rendering.note_baseline
+    monkeypatch.setattr(rendering, "note_baseline", lambda ax, text: (notes.append(text), real(ax, text)))
     ex.seed = 0
     assert ex.history[-1].settings.seed == 0 and ex.baseline.settings.seed == 1
-    assert ex.result.settings.label() in ex.history_panel.value
+    # compact: one short line per setting, the knobs that differ from the pinned one; the full label on hover
+    lines = _visible_rows(ex.history_panel.value)
+    assert len(lines) == len(ex.history) and all(len(line) <= 90 for line in lines), lines
+    assert lines[-1].startswith(f"#{len(ex.history)}seed=0") and "pinned" not in lines[-1], lines
+    pinned = [line for line in lines if "pinned" in line]
+    assert len(pinned) == 1 and pinned[0].startswith(f"#{first + 1}") and ex.settings.target in pinned[0], lines
+    assert not any(ex.result.settings.label() in line for line in lines)
+    assert f'title="{ex.result.settings.label()}; sha256' in ex.history_panel.value
+    # the pinned baseline drawn on the heatmap and the placement strip too (the accuracy bars: diamonds)
+    assert any("layer(s) at risk" in n for n in notes) and any(" NPU" in n for n in notes), notes
 
 
 def test_a_conditions_ci_does_not_move_when_another_is_toggled(ex):

@@ -62,26 +62,31 @@ STYLE = ("<style>.wb-stale{opacity:.35;pointer-events:none;transition:opacity .2
 
 
 def history_html(history: Sequence[Any], baseline: Any) -> str:
-    """Every setting tried, newest last, with its worst drop and the change against the pinned baseline."""
+    """One short line per setting tried, newest last: what differs from the pinned baseline (marked),
+    its worst drop and the change against the baseline; the full setting and sha256 on hover."""
     from .. import display
     if not history:
         return ""
     base = baseline.worst if baseline is not None else None
+    against = baseline.settings if baseline is not None else None
     rows, styles = [], []
     for i, h in enumerate(history, 1):
         worst = h.worst
         delta = (f"{worst.drop_pp - base.drop_pp:+.2f}" if worst is not None and base is not None
-                 and worst.drop_pp is not None and base.drop_pp is not None else "")
-        same = next((f"#{j}" for j, e in enumerate(history[:i - 1], 1) if e.sha256 == h.sha256), "")
-        rows.append((f"#{i}" + (" (baseline)" if h is baseline else ""), h.settings.label(), h.sha256[:12]
-                     + (f" = {same}" if same else ""),
-                     f"{worst.drop_pp:+.2f} [{worst.drop_ci_low:+.2f}, {worst.drop_ci_high:+.2f}] "
-                     f"({worst.condition})" if worst else "", delta, h.at_risk, h.placement))
-        styles.append(display.GOOD_STYLE if h is baseline else "")
-    return display.table(("", "setting", "model sha256", "worst drop pp [95% CI]", "vs baseline pp",
-                          "clipping at risk", "placement"), rows, row_styles=styles,
-                         caption="Settings tried (drop = FP32 - quantized, positive = quantized worse; "
-                                 "'= #k': the same model as setting k)")
+                 and worst.drop_pp is not None and base.drop_pp is not None and h is not baseline else "")
+        same = next((f" = #{j}" for j, e in enumerate(history[:i - 1], 1) if e.sha256 == h.sha256), "")
+        pinned = h is baseline
+        name = h.settings.short_label(None if pinned else against)
+        hover = display.esc(f"{h.settings.label()}; sha256 {h.sha256}")
+        rows.append((f"#{i}" + (" &#9733; pinned" if pinned else ""),
+                     f'<span title="{hover}">{display.esc(name)}{same}</span>',
+                     (f"{worst.drop_pp:+.2f} ({display.esc(worst.condition)})" if worst and worst.drop_pp is not None
+                      else "-"), delta or ("0 (pinned)" if pinned else "-"), f"{h.at_risk}", display.esc(h.placement)))
+        styles.append(display.GOOD_STYLE if pinned else "")
+    return display.raw_table(("", "setting (vs pinned)", "worst drop pp", "vs baseline pp", "at risk", "placement"),
+                             rows, row_styles=styles,
+                             caption="Settings tried: one line each, knobs that differ from the pinned one "
+                                     "(marked pinned); hover for the full setting and sha256; '= #k': the same model")
 
 
 def plot_strip(report: PlacementReport, ax: Any) -> Any:
@@ -149,11 +154,19 @@ def render_panels(result: Any, baseline: Any = None, *,
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(DISPLAY_WIDTH, 0.4 * len(result.audit.layers) + 2.0), layout="constrained")
     result.audit.plot(ax, vmax=HEATMAP_VMAX)
+    pinned = baseline if baseline is not None and baseline.settings != result.settings else None
+    if pinned is not None:
+        note_baseline(ax, f"pinned baseline ({pinned.settings.short_label()}): {pinned.at_risk} layer(s) at "
+                          f"risk, this setting {len(result.audit.at_risk())}")
     audit = display.figure_html(fig, alt="clipping heatmap", tight=False) + audit_note(result)
     plt.close(fig)
     if result.placement is not None:
         fig, ax = plt.subplots(figsize=(DISPLAY_WIDTH, 2.6), layout="constrained")
         plot_strip(result.placement, ax)
+        if pinned is not None:
+            p = result.placement
+            note_baseline(ax, f"pinned baseline ({pinned.settings.short_label()}): {pinned.placement}, "
+                              f"this setting {p.npu_ops}/{len(p.ops)} NPU")
         placement = (display.figure_html(fig, alt="placement strip", tight=False) + placement_html(result)
                      + graph_html(result, fp32_tflite, samples))
         plt.close(fig)
@@ -174,6 +187,12 @@ def draw_baseline(ax: Any, result: Any, baseline: Any) -> None:
     if xs:
         ax.scatter(xs, ys, marker="D", s=30, color="black", zorder=4, label="pinned baseline (quantized)")
         ax.legend(fontsize=10, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+
+
+def note_baseline(ax: Any, text: str) -> None:
+    """The pinned baseline's number for this chart, written on it under its title (black, 10 pt)."""
+    title = ax.get_title()
+    ax.set_title((title + "\n" if title else "") + text, fontsize=10, loc="left")
 
 
 def cli_html(text: str, sha256: str) -> str:

@@ -87,6 +87,25 @@ class ExplorerSettings(Result):
                 f"n={self.calibration_size} seed={self.seed}"
                 + (f" sev={self.severity}" if self.severity is not None else "") + f" ci-seed={self.bootstrap_seed}")
 
+    def tokens(self) -> dict[str, str]:
+        """The knobs of :meth:`label` one by one (``{"target": "imx95", "seed": "seed=1", ...}``)."""
+        return {"target": self.target, "recipe": self.effective_recipe, "backend": f"{self.backend}/{self.calibrator}",
+                "strategy": self.calibration_strategy, "size": f"n={self.calibration_size}",
+                "seed": f"seed={self.seed}",
+                "conditions": "conditions=" + ",".join(self.conditions),
+                "severity": "" if self.severity is None else f"sev={self.severity}",
+                "bootstrap_seed": f"ci-seed={self.bootstrap_seed}"}
+
+    def short_label(self, against: ExplorerSettings | None = None) -> str:
+        """The compact history's name: only the knobs that differ from ``against`` (the pinned baseline);
+        the baseline itself (or no baseline) by target and recipe."""
+        mine = self.tokens()
+        if against is None or against is self:
+            return f"{mine['target']} {mine['recipe']}"
+        theirs = against.tokens()
+        changed = [v for k, v in mine.items() if v != theirs[k] and v]
+        return " ".join(changed) if changed else "same knobs"
+
     def cli_commands(self, *, model: str = "reference", dataset: str = "digits-conditions") -> str:
         """The ``workbench`` commands that compute this setting from a shell, one per line."""
         q = shlex.quote
