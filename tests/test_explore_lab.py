@@ -7,9 +7,10 @@ its own) serves a copy of ``notebooks/00_explore.ipynb``; headless Chromium (120
 runs every cell with Lab's own ``notebook:run-all-cells`` command on the ``npu-workbench`` kernel and
 looks at what a person would see.  Then it clicks two target buttons in quick succession and checks
 the busy overlay (knobs disabled, panels dimmed), that only one recompute happened (the history
-table gains one setting, the last one clicked) and that the panels were redrawn.  Screenshots go to
-the test's tmp folder (``lab-first-view.png``, ``lab-accuracy-and-heatmap.png``,
-``lab-after-burst.png``).
+table gains one setting, the last one clicked) and that the panels were redrawn.  The placement panel's
+model graph (issue #27) must be an SVG inside the output area with one box per op and a placement chip
+per target, before and after the burst.  Screenshots go to the test's tmp folder (``lab-first-view.png``,
+``lab-model-graph.png``, ``lab-accuracy-and-heatmap.png``, ``lab-after-burst.png``).
 
 Skips, saying why, when Chromium/chromedriver or selenium are not installed (`make browser`).
 """
@@ -210,6 +211,37 @@ return {
 };
 """
 
+# The model graph in the explorer's placement panel (issue #27, deliverable 6): an inline SVG, one box per
+# op with a placement chip per target (its <title> says "target: NPU|CPU"), drawn inside the output area.
+GRAPH = """
+const ex = document.querySelector('.wb-explorer');
+const area = (ex.closest('.jp-OutputArea-output') || ex.parentElement).getBoundingClientRect();
+const details = Array.from(ex.querySelectorAll('details')).find(d => d.textContent.includes('Model graph'));
+const svg = details ? details.querySelector('svg[role="img"]') : null;
+if (!svg) return {graph: false, summary: details ? details.querySelector('summary').textContent : null};
+const r = svg.getBoundingClientRect();
+const chips = Array.from(svg.querySelectorAll('g > rect > title')).map(t => t.textContent.trim());
+const ops = Array.from(svg.querySelectorAll('g > title')).filter(t => t.parentElement.parentElement === svg);
+return {graph: true, open: details.open, summary: details.querySelector('summary').textContent,
+        width: r.width, height: r.height, within: r.left >= area.left - 1 && r.right <= area.right + 1,
+        ops: ops.length, chips: chips, sqnr: svg.textContent.includes('SQNR'),
+        fills: Array.from(new Set(Array.from(svg.querySelectorAll('g > rect[fill]:not([fill="#fff"])'))
+                                  .map(c => c.getAttribute('fill'))))};
+"""
+
+
+def _check_graph(driver, target: str) -> dict:
+    """The placement panel's model graph as the page draws it: every op boxed with its chip for ``target``."""
+    import re
+    g = driver.execute_script(GRAPH)
+    assert g["graph"], f"no model graph SVG in the explorer's placement panel: {g}"
+    assert g["open"] and g["width"] >= 500 and g["height"] > 100 and g["within"], g
+    n = int(re.search(r"(\d+) ops", g["summary"]).group(1))
+    assert g["ops"] == n > 0, g
+    assert len(g["chips"]) == n and all(re.fullmatch(rf"{target}: (NPU|CPU)", c) for c in g["chips"]), g["chips"]
+    return g
+
+
 WATCH_BUSY = """
 const ex = document.querySelector('.wb-explorer');
 window.__wbBusy = {stale: false, disabled: false};
@@ -280,6 +312,11 @@ def test_explorer_in_a_live_jupyterlab_at_1200px(lab, tmp_path):
         text = driver.find_element("css selector", ".wb-explorer").text
         assert "Traceback" not in text and "Error" not in text
         assert len(_history(driver)) == 1
+        graph_first = _check_graph(driver, "imx8mp")
+        driver.execute_script("Array.from(document.querySelectorAll('.wb-explorer details'))"
+                              ".find(d => d.textContent.includes('Model graph')).scrollIntoView();")
+        time.sleep(0.5)
+        driver.save_screenshot(str(tmp_path / "lab-model-graph.png"))
         driver.execute_script("document.querySelector('.wb-explorer img[alt=\"accuracy per condition\"]')"
                               ".scrollIntoView();")
         time.sleep(0.5)
@@ -310,12 +347,15 @@ def test_explorer_in_a_live_jupyterlab_at_1200px(lab, tmp_path):
         driver.save_screenshot(str(tmp_path / "lab-after-burst.png"))
         after = driver.execute_script("return document.querySelector('.wb-explorer').innerHTML;")
         seen_after = driver.execute_script(GEOMETRY, list(CONDITIONS))
+        graph_after = _check_graph(driver, "imx95")
         total = time.monotonic() - started
     finally:
         driver.quit()
     assert burst < 0.3, f"the two clicks took {burst:.2f} s, longer than the explorer's debounce"
     assert len(rows) == 2, f"expected one recompute for the burst, history has {len(rows)} rows: {rows}"
     assert "imx95" in rows[-1] and not any("imx93" in r for r in rows), rows
+    assert "pinned" in rows[0] and all(len(r) <= 90 for r in rows), f"history not one short line each: {rows}"
+    assert graph_first["sqnr"] and graph_after["ops"] == graph_first["ops"], (graph_first, graph_after)
     assert after != before and "on imx95" in after
     assert not seen_after["wide"] and sorted(set(seen_after["conditions"])) == sorted(CONDITIONS)
     (tmp_path / "timings.json").write_text(json.dumps({"first_view_s": round(first_view, 1),
