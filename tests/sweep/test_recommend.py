@@ -145,3 +145,12 @@ def test_median_ci_brackets_the_median_with_order_statistics():
     from workbench.sweep.cell import median_ci
     median, low, high = median_ci(list(range(1, 51)))
     assert median == 25.5 and (low, high) == (18.0, 33.0)      # ranks 18 and 33 of 50: the binomial 95% CI
+
+
+def test_host_cpu_cis_apart_by_a_load_sized_difference_do_not_decide():
+    """Medians 1% apart with tight CIs that do not overlap (one run's noise is small, the load between runs
+    is not): the better drop wins, as it would on a rerun where the order of the latencies flipped."""
+    fast_worse = _timed("a8w8_pt", 0.80, 0.02585, 0.02580, 0.02590)
+    slow_better = _timed("a8w8_pc", 0.30, 0.02612, 0.02605, 0.02620)
+    for cells in ([fast_worse, slow_better], [slow_better, fast_worse]):
+        assert recommend("imx95", cells, GATE).cell is slow_better

@@ -157,3 +157,30 @@ def test_a_cached_cell_whose_quantized_model_changed_is_redone(serial_result, ti
     finally:
         model.write_bytes(original)
     assert cached_result(*args) is not None
+
+
+# a choice per target (two recipes whose host-CPU latencies differ by noise): the pick must not follow the noise
+PICK_SPEC = dict(dataset="digits-conditions", targets=("imx8mp", "imx95"), recipes=("a8w8_pc", "a8w8_pt"),
+                 strategies=("random",), sizes=(64,), exclusions=("none",), n_bootstrap=100)
+
+
+def _picks(result: SweepResult) -> list[tuple]:
+    """What a sweep recommends per target: the cell and whether it passed the gate (not the reason's numbers)."""
+    return [(r.target, None if r.cell is None else r.cell.cell.label, r.passed_gate) for r in result.recommendations]
+
+
+def test_the_same_sweep_picks_the_same_locally_and_on_a_dask_scheduler(tiny_model):
+    """Issue 27: the same sweep gives the same picks serially and through a Dask scheduler (an in-process
+    LocalCluster on loopback, one worker), each measuring its own host-CPU latencies (no cache)."""
+    from distributed import LocalCluster
+    spec = SweepSpec(model=tiny_model, **PICK_SPEC)
+    serial = sweep(tiny_model, spec=spec, executor="serial", cache=False, progress=False)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=None) as cluster:
+        on_dask = sweep(tiny_model, spec=spec, scheduler=cluster.scheduler_address, cache=False, progress=False)
+    assert on_dask.scheduler == f"Dask scheduler {cluster.scheduler_address}" and on_dask.cache_hits == 0
+    assert all(c.ok for c in serial.cells + on_dask.cells), [c.error for c in serial.cells + on_dask.cells]
+    latencies = {(c.cell.label, run): c.latency_ms for run, r in (("serial", serial), ("dask", on_dask))
+                 for c in r.cells}
+    assert _picks(on_dask) == _picks(serial), latencies
+    assert len(_picks(serial)) == 2 and all(cell is not None for _, cell, _ in _picks(serial))
