@@ -226,3 +226,24 @@ def test_one_model_per_trap():
     sin = [MODEL_SEEDS[t] for t in ("tflite-float-op", "tflite-qdq-inside", "cpu-island")]
     keras = [MODEL_SEEDS[t] for t in ("per-channel-imx8mp", "bsp-compiler", "int16-on-8bit", "clipping")]
     assert len(set(sin)) == len(sin) and len(set(keras)) == len(keras)
+
+
+@pytest.mark.slow
+def test_a_float32_lowest_pad_is_named_as_an_absurd_scale_and_xnnpack_refuses_the_file(zoo_root):
+    f = _one("absurd-scale", zoo_root)
+    assert f.severity == "error" and f.evidence["op"] == "PADV2" and f.evidence["scale"] > 1e35
+    f = _one("xnnpack-refused", zoo_root)
+    assert "XNNPACK" in f.message and "builtin" in str(f.evidence["loaded_by"])
+
+
+@pytest.mark.slow
+def test_range_outliers_name_the_tensor(zoo_root):
+    f = _one("range-outliers", zoo_root)
+    assert "conv" in f.message.lower() or "conv" in str(f.evidence).lower()
+
+
+@pytest.mark.slow
+def test_reference_kernels_depart_from_xnnpack_at_a_named_op(zoo_root):
+    f = _one("tensor-divergence", zoo_root)
+    assert f.evidence["op"] and f.evidence["op_index"] is not None and f.evidence["differing"] > 0
+    assert f.evidence["board_kernels"] == "reference" and f.evidence["inputs_agree"] in (True, False)

@@ -536,6 +536,92 @@ def trap_renamed_test_images(root: Path) -> Findings:
     return findings_for(cal, target="imx93", dataset=data)
 
 
+# -- traps of the findings added with the test zoo, the conversion and the bisection ---------------------------
+def _lowest_pad_int8(root: Path) -> Path:
+    """What onnx2tf made of MTCNN's ceil-mode max-pool: a PADV2 with float32's lowest value before a VALID pool,
+    quantized by the real converter route (the engine itself refuses to publish it, so the trap keeps the bytes)."""
+    def build(path: Path) -> None:
+        from tests.quantize.test_runtime_check import _lowest_pad_model
+        from workbench.quantize.recipe import get_recipe
+        from workbench.quantize.tflite_backend import quantize_tflite
+        path.mkdir()
+        model = _lowest_pad_model(path, pad_value=float(np.finfo(np.float32).min))
+        x = np.random.default_rng(5).random((16, 24, 24, 3), dtype=np.float32)
+        (path / "int8.tflite").write_bytes(quantize_tflite(model, "saved_model", get_recipe("a8w8_pc"), x))
+    return _shared(root, "lowest_pad_int8", build) / "int8.tflite"
+
+
+def trap_absurd_scale(root: Path) -> Findings:
+    """The float32-lowest pad value sets an activation scale of ~1.3e36: found in the INT8 file itself."""
+    from workbench.quantize.inspect import inspect_model
+    return findings_for(inspect_model(_lowest_pad_int8(root)), target="imx93")
+
+
+def trap_xnnpack_refused(root: Path) -> Findings:
+    """The same file loaded as a user's LiteRT would: XNNPACK refuses it, the builtin kernels run it."""
+    from workbench.quantize.findings import runtime_findings
+    from workbench.quantize.runtime_check import check_tflite
+    path = _lowest_pad_int8(root)
+    x = np.random.default_rng(6).random((8, 24, 24, 3), dtype=np.float32)
+    return Findings(tuple(runtime_findings(check_tflite(path.read_bytes(), x), path.name, target="imx93")))
+
+
+def _spiked_float_tflite(path: Path) -> None:
+    import contextlib
+    import io
+
+    import keras
+    import tensorflow as tf
+    keras.utils.set_random_seed(7)
+    inp = keras.Input((32, 32, 1), batch_size=1, name="image")
+    h = keras.layers.Conv2D(4, 1, name="conv")(inp)
+    model = keras.Model(inp, keras.layers.Dense(3)(keras.layers.GlobalAveragePooling2D()(h)))
+    path.mkdir()
+    with contextlib.redirect_stdout(io.StringIO()):
+        (path / "float.tflite").write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+
+
+def trap_range_outliers(root: Path) -> Findings:
+    """A float .tflite whose calibration samples each carry one hot pixel: minmax ranges far beyond the
+    data's 99.9th percentile (AI Edge Quantizer route)."""
+    from workbench.quantize.findings import quantized_findings
+    model = _shared(root, "spiked_float", _spiked_float_tflite) / "float.tflite"
+    x = np.random.default_rng(8).random((60, 32, 32, 1), dtype=np.float32)
+    x[:, 5, 7, 0] = 300.0
+    q = quantize(model, "a8w8_pc", x, output=root / "_shared" / "q-range-outliers", cache=False)
+    return Findings(tuple(quantized_findings(q)))
+
+
+def trap_tensor_divergence(root: Path) -> Findings:
+    """`workbench bisect` with this machine as the "board" running TFLite's reference kernels against the
+    host's default kernels (XNNPACK): the first op whose codes differ while its inputs agree."""
+    from workbench.board.divergence import BoardRunner, bisect
+    from workbench.board.timing import TimingOptions, _open_session
+    q = _quantized(root, "divergence", lambda r: _shared(r, "divergence_keras", _divergence_keras) / "model.keras",
+                   "a8w8_pc")
+    session = _open_session(board=None, boards_file=None, host=None, ssh_config=None, known_hosts=None,
+                            local=True, options=TimingOptions())
+    x = calibration_images(4, seed=9)
+    from workbench.models.predict import quantize_input
+    from workbench.models.tflite_graph import read_tflite
+    info = read_tflite(q.path).input_tensors()[0]
+    feeds = {"input_0": quantize_input(x, info.scales[0], info.zero_points[0], np.dtype(info.dtype.lower()))}
+    return findings_for(bisect(q.path, feeds, BoardRunner(session, kernels="reference")), target="imx93")
+
+
+def _divergence_keras(path: Path) -> None:
+    import keras
+    keras.utils.set_random_seed(10)
+    inp = keras.Input((H, W, 1), batch_size=1, name="image")
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    x = keras.layers.DepthwiseConv2D(3, padding="same", activation="relu6")(x)
+    x = keras.layers.AveragePooling2D(2)(x)
+    x = keras.layers.Conv2D(8, 1, activation="hard_swish")(x)
+    out = keras.layers.Dense(4)(keras.layers.GlobalAveragePooling2D()(x))
+    path.mkdir()
+    keras.Model(inp, out).save(path / "model.keras")
+
+
 #: trap name -> (the finding code it must raise, the builder)
 TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
     "tflite-float-op": ("quantize.float-op-left", trap_tflite_float_op),
@@ -566,6 +652,10 @@ TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
     "toolchain-drift": ("deploy.toolchain-drift", trap_toolchain_drift),
     "board-placement-mismatch": ("board.placement-mismatch", trap_board_placement_mismatch),
     "board-int8-disagreement": ("board.int8-disagreement", trap_board_int8_disagreement),
+    "absurd-scale": ("quantize.absurd-scale", trap_absurd_scale),
+    "xnnpack-refused": ("quantize.xnnpack-refused", trap_xnnpack_refused),
+    "range-outliers": ("quantize.range-outliers", trap_range_outliers),
+    "tensor-divergence": ("board.tensor-divergence", trap_tensor_divergence),
 }
 
 
