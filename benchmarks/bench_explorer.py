@@ -11,6 +11,11 @@ Builds ``wb.explorer`` on the reference model and the built-in dataset (as noteb
 - ``seen_setting_s``: back to a setting seen before (median of ``--repeat`` round trips; goal <= 0.5 s).
 
 Last line: ``widgets_s=... first_view_s=... new_setting_s=... seen_setting_s=... seen_over_goal=<s/0.5>``.
+
+``--live`` times what a person sees instead: a real Jupyter kernel (the ``npu-workbench`` kernelspec, as
+JupyterLab starts it) runs notebook 00's cells; from the moment the explorer's cell is sent, it times
+the first output the kernel sends (the "loading" line: goal <= 1 s), the widgets, and the idle state
+(first view drawn).  Last line: ``first_output_s=... widgets_shown_s=... first_view_done_s=...``.
 Timings depend on the load of the machine: state ``uptime``'s load with them.
 """
 
@@ -21,11 +26,50 @@ import statistics
 import time
 
 
+def live() -> None:
+    """Notebook 00 in a real kernel: when does the person see the first output, the widgets, the first view?"""
+    import json
+    from pathlib import Path
+
+    from jupyter_client.manager import start_new_kernel
+    cells = [("".join(c["source"])) for c in json.loads(Path(__file__).parents[1].joinpath(
+        "notebooks", "00_explore.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    km, kc = start_new_kernel(kernel_name="npu-workbench")
+    try:
+        for code in cells[:2]:                                  # parameters, `import workbench as wb`
+            kc.execute_interactive(code, timeout=600, output_hook=lambda msg: None)
+        start = time.perf_counter()
+        msg_id = kc.execute(cells[2])                           # wb.explorer(...): what the person waits for
+        first = widgets = None
+        while True:
+            msg = kc.get_iopub_msg(timeout=900)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, now = msg["msg_type"], time.perf_counter() - start
+            if kind in ("stream", "display_data", "update_display_data", "execute_result") and first is None:
+                first = now
+            if kind in ("display_data", "execute_result") and widgets is None and \
+                    "application/vnd.jupyter.widget-view+json" in msg["content"].get("data", {}):
+                widgets = now
+            if kind == "status" and msg["content"]["execution_state"] == "idle":
+                done = now
+                break
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    print(f"first_output_s={first if first is None else round(first, 2)} "
+          f"widgets_shown_s={widgets if widgets is None else round(widgets, 2)} first_view_done_s={done:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=200, help="calibration samples (default 200)")
     parser.add_argument("--repeat", type=int, default=3, help="round trips between two seen settings")
+    parser.add_argument("--live", action="store_true", help="time notebook 00 in a real Jupyter kernel")
     args = parser.parse_args()
+    if args.live:
+        live()
+        return
     import matplotlib
     matplotlib.use("Agg")
 
