@@ -224,7 +224,8 @@ def test_one_model_per_trap():
     """Traps that build a model each build their own (a seed of their own per model family)."""
     from .zoo import MODEL_SEEDS
     sin = [MODEL_SEEDS[t] for t in ("tflite-float-op", "tflite-qdq-inside", "cpu-island")]
-    keras = [MODEL_SEEDS[t] for t in ("per-channel-imx8mp", "bsp-compiler", "int16-on-8bit", "clipping")]
+    keras = [MODEL_SEEDS[t] for t in ("per-channel-imx8mp", "bsp-compiler", "int16-on-8bit", "clipping",
+                                          "output-collapsed")]
     assert len(set(sin)) == len(sin) and len(set(keras)) == len(keras)
 
 
@@ -247,3 +248,43 @@ def test_reference_kernels_depart_from_xnnpack_at_a_named_op(zoo_root):
     f = _one("tensor-divergence", zoo_root)
     assert f.evidence["op"] and f.evidence["op_index"] is not None and f.evidence["differing"] > 0
     assert f.evidence["board_kernels"] == "reference" and f.evidence["inputs_agree"] in (True, False)
+
+
+@pytest.mark.slow
+def test_an_nchw_flatten_gets_a_transpose_the_source_does_not_have(zoo_root):
+    """Conv -> Flatten -> MatMul in ONNX through onnx2tf (NHWC): the TRANSPOSE that restores NCHW's flatten
+    order is the conversion's, and it runs on imx93's CPU."""
+    f = _one("added-ops", zoo_root)
+    assert f.target == "imx93" and [o["op"] for o in f.evidence["ops"]] == ["TRANSPOSE"]
+    assert f.evidence["ops"][0]["origin"] != "model" and "TRANSPOSE #" in f.message
+    assert f.evidence["source_ops"] == {"TRANSPOSE": 0} and f.evidence["int8_ops"]["TRANSPOSE"] >= 1
+
+
+
+@pytest.mark.slow
+def test_a_strided_depthwise_with_multiplier_2_is_no_longer_depthwise(zoo_root):
+    """A 2x1-strided depthwise Conv with depth multiplier 2 through onnx2tf: a grouped CONV_2D in the INT8 file."""
+    f = _one("depthwise-lost", zoo_root)
+    assert f.evidence["depthwise"] == {"source": 1, "int8": 0} and f.evidence["grouped_conv"]["int8"] == 1
+    assert "1 of 1 depthwise convolution(s)" in f.message
+
+@pytest.mark.slow
+def test_dark_calibration_collapses_the_output_on_the_bright_condition(zoo_root):
+    """Calibrated on dark images, evaluated on bright ones: the output is named with the bright condition's
+    SQNR, the dark condition (the calibration's) is not."""
+    f = _one("output-collapsed", zoo_root)
+    assert f.severity == "error" and f.evidence["model"] == "a8w8_pc" and f.evidence["output"] == "output_0"
+    assert list(f.evidence["conditions"]) == ["bright"]
+    assert f.evidence["conditions"]["bright"]["sqnr_db"] < f.evidence["sqnr_threshold_db"]
+    assert "'output_0'" in f.message and "bright SQNR" in f.message
+
+
+@pytest.mark.zoo
+@pytest.mark.heavy
+@pytest.mark.slow
+def test_blazeface_crashes_the_bsp_compiler_of_imx93(zoo_root):
+    """MediaPipe BlazeFace (the test zoo's): Vela 3.10.0 asserts; the finding names the compiler, the
+    exception and what Vela 5.x does with the same file."""
+    f = _one("compiler-crash", zoo_root)
+    assert f.target == "imx93" and f.evidence["version"] == "3.10.0" and "AssertionError" in f.evidence["reason"]
+    assert f.evidence["other_npu_ops"] > 0 and "Vela 3.10.0" in f.message and "--bsp" in f.next_step

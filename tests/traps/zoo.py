@@ -127,7 +127,8 @@ def _quantized(root: Path, name: str, source: Callable[[Path], Path], recipe: An
 
 #: one model per trap: each trap that builds a model gets its own weights (a seed of its own)
 MODEL_SEEDS = {"tflite-float-op": 0, "tflite-qdq-inside": 1, "cpu-island": 2, "per-channel-imx8mp": 0,
-               "bsp-compiler": 1, "int16-on-8bit": 2, "clipping": 3}
+               "bsp-compiler": 1, "int16-on-8bit": 2, "clipping": 3,
+               "output-collapsed": 4}
 
 
 def sin_saved_model(root: Path, trap: str = "tflite-float-op") -> Path:
@@ -622,6 +623,96 @@ def _divergence_keras(path: Path) -> None:
     keras.Model(inp, out).save(path / "model.keras")
 
 
+# -- traps of the conversion's structure, output fidelity and the BSP compiler ---------------------------------
+def _flatten_onnx(path: Path) -> None:
+    """An ONNX Conv -> Relu -> Flatten -> MatMul (NCHW 1x1x8x8): flattening NCHW's order after onnx2tf's NHWC
+    conversion needs a TRANSPOSE the source does not have."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(11)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.5, (4, 1, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.normal(0, 0.2, (4 * H * W, 5)).astype(np.float32), "fc")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu"),
+             helper.make_node("Flatten", ["r1"], ["f"], axis=1, name="flatten"),
+             helper.make_node("MatMul", ["f", "fc"], ["y"], name="fc")]
+    graph = helper.make_graph(nodes, "flatten", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, H, W])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def trap_added_ops(root: Path) -> Findings:
+    """The NCHW-flatten ONNX model quantized by the TFLite route (onnx2tf, NHWC): the TRANSPOSE the conversion
+    added runs on imx93's CPU (the structural diff in the manifest says where it came from)."""
+    import workbench as wb
+    model = _shared(root, "flatten.onnx", _flatten_onnx)
+    q = quantize(model, "a8w8_pc", calibration_images(seed=11), output=root / "_shared" / "q-added-ops")
+    return findings_for(wb.analyze_placement(q.path, "imx93"), target="imx93")
+
+
+def _strided_depthwise_onnx(path: Path) -> None:
+    """An ONNX Conv -> Relu -> depthwise Conv (group == 8 channels, depth multiplier 2, strides 2x1 as
+    PaddleOCR's): onnx2tf writes a depthwise Conv with unequal strides as a grouped CONV_2D, and the
+    workbench's rewrite back to DEPTHWISE_CONV_2D takes depth multiplier 1 only."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(13)
+    c = 8
+    inits = [numpy_helper.from_array(rng.normal(0, 0.5, (c, 1, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.normal(0, 0.5, (2 * c, 1, 3, 3)).astype(np.float32), "dw")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu"),
+             helper.make_node("Conv", ["r1", "dw"], ["y"], pads=[1, 1, 1, 1], group=c, strides=[2, 1],
+                              name="depthwise")]
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, H, W])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2 * c, H // 2, W])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def trap_depthwise_lost(root: Path) -> Findings:
+    """The 2x1-strided depthwise ONNX model (depth multiplier 2) quantized by the TFLite route (onnx2tf): its
+    depthwise convolution is no DEPTHWISE_CONV_2D in the INT8 file (the quantize result's structural diff)."""
+    model = _shared(root, "strided_depthwise.onnx", _strided_depthwise_onnx)
+    return findings_for(quantize(model, "a8w8_pc", calibration_images(seed=13),
+                                 output=root / "_shared" / "q-depthwise-lost"), target="imx93")
+
+
+def trap_output_collapsed(root: Path) -> Findings:
+    """Calibrated on dark images only (pixels up to 0.02) and evaluated on a bright condition (up to 1.0): the
+    input scale clips every bright pixel, the INT8 output is mostly quantization error there."""
+    import workbench as wb
+    from workbench.data.dataset import Dataset
+    rng = np.random.default_rng(12)
+    n_cal, n_test = 64, 40
+    x = np.concatenate([rng.random((n_cal, H, W, 1)) * 0.02, rng.random((n_test, H, W, 1)) * 0.02,
+                        rng.random((n_test, H, W, 1))]).astype(np.float32)
+    data = Dataset(name="trap-dark-calibration", x=x, y=np.arange(len(x)) % 4,
+                   condition=np.array(["dark"] * (n_cal + n_test) + ["bright"] * n_test),
+                   split=np.array(["calibration"] * n_cal + ["test"] * (2 * n_test)),
+                   ids=np.array([f"s{i}" for i in range(len(x))]), classes=("0", "1", "2", "3"))
+    model = keras_small(root, "output-collapsed")
+    q = quantize(model, "a8w8_pc", data.select(split="calibration"), dataset=data,
+                 output=root / "_shared" / "q-output-collapsed")
+    report = wb.compare_accuracy(str(model), {"a8w8_pc": q.path}, data, n_bootstrap=100, cache=False)
+    return findings_for(report, target="imx93")
+
+
+def trap_compiler_crash(root: Path) -> Findings:
+    """MediaPipe BlazeFace from the test zoo (fetched on first use), quantized a8w8_pc: Vela 3.10.0, the
+    compiler of imx93's BSP, asserts inside its graph rewrite (no small model found that does this)."""
+    import workbench as wb
+    from tests.zoo.fetch import fetch
+    zoo = fetch("blazeface")
+    data = wb.load_dataset(zoo.data)
+    q = quantize(zoo.model, "a8w8_pc", data.select(split="calibration"), dataset=data,
+                 output=root / "_shared" / "q-compiler-crash")
+    return findings_for(wb.analyze_placement(q.path, "imx93"), target="imx93")
+
+
 #: trap name -> (the finding code it must raise, the builder)
 TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
     "tflite-float-op": ("quantize.float-op-left", trap_tflite_float_op),
@@ -656,6 +747,10 @@ TRAPS: dict[str, tuple[str, Callable[[Path], Findings]]] = {
     "xnnpack-refused": ("quantize.xnnpack-refused", trap_xnnpack_refused),
     "range-outliers": ("quantize.range-outliers", trap_range_outliers),
     "tensor-divergence": ("board.tensor-divergence", trap_tensor_divergence),
+    "added-ops": ("convert.added-ops", trap_added_ops),
+    "depthwise-lost": ("convert.depthwise-lost", trap_depthwise_lost),
+    "output-collapsed": ("accuracy.output-collapsed", trap_output_collapsed),
+    "compiler-crash": ("placement.compiler-crash", trap_compiler_crash),
 }
 
 
