@@ -50,8 +50,6 @@ def _findings(args: argparse.Namespace) -> int:
         run, run_id, note = str(path), None, ""
     else:
         where = resolve_run(path)
-        from .runs import check_run_records
-        check_run_records(where.run_dir)
         found = run_findings(where.run_dir, targets=args.targets or (list(where.targets) if where.note.startswith(
             "target folder") else None))
         run, run_id, note = str(path), where.run_id, where.note
@@ -60,8 +58,31 @@ def _findings(args: argparse.Namespace) -> int:
     emit({"run": run, "run_id": run_id, "resolved": note, "max_severity": found.max_severity,
           "counts": found.counts(), "findings": shown.to_list()} if args.json else shown, as_json=args.json,
          text=head + shown.text() if not args.json else None)
+    if found.with_code("run.unreadable-record"):
+        # listed above as an error finding (every view shows it); the damaged input is also exit 2, naming
+        # the file and the value, so neither a reader nor a gate takes a partial list for the verdict
+        _refuse_unreadable(Path(str(where.run_dir)), found.with_code("run.unreadable-record"))
     if args.fail_above and found.above(args.fail_above):
         return EXIT_GATE_FAILED
     return EXIT_OK
+
+
+def _refuse_unreadable(run_dir: Any, unreadable: Any) -> None:
+    """Raise :class:`BatchError` naming every unreadable record of ``unreadable`` (run.unreadable-record
+    findings of ``run_dir``) with the reason its reading gives (the value that is not a number...)."""
+    from .errors import BatchError
+    from .runs import RunFolder
+    reasons = []
+    for f in unreadable:
+        folder = RunFolder.__new__(RunFolder)          # read-only: no folder is created
+        folder.root, folder.target, folder.path = run_dir, f.target, run_dir / f.target
+        try:
+            folder.load(f.evidence["stage"])
+        except Exception as exc:                       # noqa: BLE001 - the reason is the message, whatever it is
+            reasons.append(str(exc))
+        else:                                          # pragma: no cover - read since the finding was made
+            reasons.append(f.message)
+    raise BatchError(f"{len(reasons)} stage record(s) of {run_dir} cannot be read (listed above as "
+                     f"run.unreadable-record): " + " | ".join(reasons))
 
 

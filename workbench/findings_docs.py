@@ -36,7 +36,10 @@ def catalogue_markdown() -> str:
          "Paths in stage records are relative to the record's own folder, so the list is the same from any "
          "working folder, and every view (index.html, summary.json, the reports, `workbench findings`, the gate) "
          "reads it through `workbench.findings.run_findings`. A stage record that cannot be read is itself a "
-         "finding (`run.unreadable-record`, error): never a silent gap."),
+         "finding (`run.unreadable-record`, error): never a silent gap. `workbench findings` lists it with the "
+         "others, then exits 2 naming the file and the value that cannot be read (a NaN, text where a number "
+         "belongs, invalid JSON); `workbench diff` refuses such a record (exit 2). A record whose values read "
+         "but whose check fails (a calibration set's stale hash) is the finding that check names instead."),
         "",
         "| code | severity | stage | title |",
         "|---|---|---|---|",

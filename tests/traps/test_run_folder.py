@@ -188,4 +188,10 @@ def test_an_unreadable_record_is_an_error_finding_in_every_view(run_dir, capsys)
     assert "run.unreadable-record" in {x.code for x in summary.targets[0].findings}
     gate = check_quality_gate(summary, Gate(findings_max_severity="warning"))
     assert not gate.passed and any("run.unreadable-record" in v.reason for v in gate.violations)
-    assert _cli(["findings", str(run_dir), "--fail-above", "warning"]) == 1
+    # `workbench findings` lists it with the others, then refuses the damaged folder (exit 2, issue 24)
+    from workbench.cli import main
+    capsys.readouterr()
+    assert main(["findings", str(run_dir), "--fail-above", "warning"]) == 2
+    out, err = capsys.readouterr()
+    assert "ERROR [imx93] run.unreadable-record" in out and "calibration.hash-mismatch" in out
+    assert "timing.json: not a stage record (invalid JSON" in err and "calibration" not in err
