@@ -19,7 +19,14 @@ Per model and route, a8w8_pc:
 
 Printed per model and route: seconds, source ops / INT8 ops, TRANSPOSE added, depthwise kept,
 NPU ops / ops and CPU islands per target (imx8mp and imx95 rule tables, imx93 Vela 3.10.0), and
-SQNR per output of the INT8 model against the FP32 source on 16 test photos.  Last line:
+SQNR per output of the INT8 model against the FP32 source on 16 test photos.  Then, per model and
+target, the NPU share of the INT8 graph as placed against the share the source graph's own ops get
+(the same placement with the ops the structural diff lists as added left out, a type's CPU-placed
+ops taken first, the worst case for the claim; the INT8 file's QUANTIZE/DEQUANTIZE at the model's
+inputs and outputs left out too, the diff does not count them either) and whether share >= that;
+and the same with only the data-moving types of ``added`` left out (``LAYOUT_OPS``: a compute type
+the INT8 file has more of, e.g. HARD_SWISH, is the source's own ops fused, not the converter's).
+Last line:
 ``added_transposes=N depthwise_kept=K/M npu_share_imx95=S`` (now; N and K/M summed over the
 models, S the lowest share of any model).
 """
@@ -109,15 +116,79 @@ def measure(name: str, src: Path, fmt: str, int8: Path, x_test: np.ndarray, ref:
     st = structural_diff(src, fmt, int8)
     row = {"seconds": seconds, "source_ops": st.get("source_total"), "int8_ops": st["int8_total"],
            "transposes_added": st.get("transposes_added"), "depthwise": st.get("depthwise"),
-           "added": st.get("added"), "targets": {}}
+           "added": st.get("added"), "targets": {}, "shares": {}}
+    edges = edge_ops(int8)
     for target in TARGETS:
         try:
             rep = analyze_placement(int8, target)
             row["targets"][target] = (rep.npu_ops, rep.npu_ops + rep.cpu_ops, rep.n_cpu_islands)
+            if st.get("compared"):
+                row["shares"][target] = share_row(rep, st.get("added") or {}, edges)
         except Exception as exc:  # noqa: BLE001 - a compiler crash is this target's result
             row["targets"][target] = (type(exc).__name__, str(exc).splitlines()[0][:60] if str(exc) else "", None)
+            row["shares"][target] = {"crash": f"{type(exc).__name__}"}
     row["sqnr"] = sqnr(ref, load_predictor(str(int8)).predict_outputs(x_test))
     return row
+
+
+def edge_ops(int8: Path) -> set[int]:
+    """Indices of the INT8 file's QUANTIZE/DEQUANTIZE at the model's inputs and outputs (the ops
+    ``structural_diff`` leaves aside: neither the source's nor the converter's)."""
+    from workbench.models.tflite_graph import read_tflite
+    graph = read_tflite(int8)
+    inputs, outputs = set(graph.inputs), set(graph.outputs)
+    return {op.index for op in graph.ops if op.type in ("QUANTIZE", "DEQUANTIZE")
+            and (any(i in inputs for i in op.inputs) or any(o in outputs for o in op.outputs))}
+
+
+def source_only(placed: list[tuple[int, str, bool]], added: dict[str, int], edges: set[int]) -> tuple[int, int]:
+    """(NPU ops, ops) of the source graph's own ops: the placement ``placed`` ((index, type, on NPU)
+    per op) without the edge ops and without ``added[type]`` ops of each type, its CPU-placed ops first
+    (the worst case for "the INT8 share is at least the source-only share")."""
+    kept = [(t, npu) for i, t, npu in placed if i not in edges]
+    for typ, n in added.items():
+        if typ == "grouped CONV_2D":        # a kind of CONV_2D, not an op type of its own
+            continue
+        of_type = sorted((k for k, (t, _) in enumerate(kept) if t == typ), key=lambda k: kept[k][1])
+        drop = set(of_type[:n])             # False (CPU) sorts first
+        kept = [op for k, op in enumerate(kept) if k not in drop]
+    return sum(1 for _, npu in kept if npu), len(kept)
+
+
+def share_row(rep, added: dict[str, int], edges: set[int]) -> dict:
+    """NPU share as placed vs the source graph's own ops' share, for one placement report."""
+    placed = [(o.index, o.type, o.placement == "NPU") for o in rep.ops]
+    row: dict = {}
+    if rep.compiler_crash:                  # the BSP's Vela crashed: the other Vela's placement beside it
+        row["crash"] = f"Vela {rep.compiler_crash['version']} crashes"
+        other = [r for r in rep.compiler_runs if not r.bsp_compiler]
+        if other:
+            cpu = set(other[0].cpu_ops)
+            row["other"] = f"Vela {other[0].version}"
+            placed = [(i, t, i not in cpu) for i, t, _ in placed]
+        else:
+            return row
+    from workbench.models.structure import LAYOUT_OPS
+    npu = sum(1 for _, _, on in placed if on)
+    share = npu / len(placed)
+    row.update(npu=npu, ops=len(placed), share=share)
+    for key, left_out in (("src", added), ("lay", {k: v for k, v in added.items() if k in LAYOUT_OPS})):
+        src_npu, src_total = source_only(placed, left_out, edges)
+        src_share = src_npu / src_total if src_total else float("nan")
+        row.update({f"{key}_npu": src_npu, f"{key}_ops": src_total, f"{key}_share": src_share,
+                    f"{key}_ok": share >= src_share - 1e-12})
+    row["ok"] = row["src_ok"] and row["lay_ok"]
+    return row
+
+
+def fmt_share(name: str, route: str, target: str, s: dict) -> str:
+    if "npu" not in s:
+        return f"  share {name} {route} {target}: {s.get('crash', '?')} (no placement to compare)"
+    head = f"{s['crash']}; {s['other']}: " if "crash" in s else ""
+    return (f"  share {name} {route} {target}: {head}{s['npu']}/{s['ops']} = {s['share']:.3f}  "
+            f"source-only {s['src_npu']}/{s['src_ops']} = {s['src_share']:.3f} "
+            f"{'>=' if s['src_ok'] else '<'}  layout-added-only {s['lay_npu']}/{s['lay_ops']} = "
+            f"{s['lay_share']:.3f} {'>=' if s['lay_ok'] else '<'}  {'ok' if s['ok'] else 'FAILS'}")
 
 
 def fmt_row(route: str, r: dict) -> str:
@@ -141,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.models.predict import load_predictor
     from workbench.quantize.engine import quantize
     total_t, dw_k, dw_m, shares = 0, 0, 0, []
+    checks: list[bool] = []
+    crashes: list[str] = []
     load = os.getloadavg()[0]
     print(f"load average {load:.1f} on {os.cpu_count()} cores (timings under that load)")
     for name in args.models.split(","):
@@ -158,13 +231,25 @@ def main(argv: list[str] | None = None) -> int:
                 before = Path(tmp) / "before.tflite"
                 try:
                     seconds = before_route(src, fmt, calib, before)
-                    print(fmt_row("before", measure(name, src, fmt, before, x_test, ref, seconds)), flush=True)
+                    old = measure(name, src, fmt, before, x_test, ref, seconds)
+                    print(fmt_row("before", old), flush=True)
+                    for target, share in old["shares"].items():
+                        print(fmt_share(name, "before", target, share), flush=True)
                 except Exception as exc:  # noqa: BLE001 - the old route failing is a result
                     print(f"  before failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
             start = time.perf_counter()
             q = quantize(src, "a8w8_pc", calib_px, cache=not args.fresh)
             now = measure(name, src, fmt, Path(q.path), x_test, ref, time.perf_counter() - start)
             print(fmt_row("now", now), flush=True)
+            print(f"  added ops (structural diff): {now['added']}  edge QUANTIZE/DEQUANTIZE: "
+                  f"{len(edge_ops(Path(q.path)))}", flush=True)
+            for target, share in now["shares"].items():
+                print(fmt_share(name, "now", target, share), flush=True)
+                if "ok" in share:
+                    checks.append(share["ok"])
+                if "crash" in share:
+                    crashes.append(f"{name} {target}: {share['crash']}"
+                                   + (f", compared on {share['other']}" if "other" in share else ", not compared"))
         total_t += now["transposes_added"] or 0
         dw = now["depthwise"] or {}
         dw_k += min(dw.get("int8", 0), dw.get("source", 0))
@@ -172,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         imx95 = now["targets"]["imx95"]
         if isinstance(imx95[0], int):
             shares.append(imx95[0] / imx95[1])
+    print(f"share_at_least_source_only={sum(checks)}/{len(checks)} (model x target, now"
+          + "".join(f"; {c}" for c in crashes) + ")")
     print(f"added_transposes={total_t} depthwise_kept={dw_k}/{dw_m} "
           f"npu_share_imx95={min(shares) if shares else float('nan'):.3f}")
     return 0
