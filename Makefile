@@ -20,7 +20,7 @@ PYTEST := $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup
 # apt-get waits for a dpkg lock held by another apt (up to 5 min) instead of failing at once
 APT    := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 -y -q
 
-.PHONY: setup tools browser sshd run test test-fast test-heavy test-zoo lint kernel docs clean
+.PHONY: setup tools browser sshd run test test-fast test-heavy test-zoo lint kernel docs clean mutants
 
 setup: $(STAMP)
 
