@@ -39,6 +39,10 @@ LOOKS = [
     "                  'linewidth': plt.rcParams['lines.linewidth'],\n"
     "                  'future_ignored': any(f[0] == 'ignore' and f[2] is FutureWarning for f in warnings.filters)}))",
 ]
+# a figure made and not shown: the inline backend shows it at the end of the cell, in a new kernel or a reused one
+PLOTS = ["import matplotlib.pyplot as plt\nplt.figure(figsize=(2, 2))\nplt.plot([0, 1], [1, 0]);"]
+# a notebook that leaves its kernel on another backend (a library calling matplotlib.use("Agg"))
+AGG = ["import matplotlib\nmatplotlib.use('Agg')"]
 DIES = ["import os\nos._exit(3)"]
 PID = ["import os\nprint(os.getpid())"]
 
@@ -54,7 +58,8 @@ def _notebook(folder, name, cells):
 def runner(tmp_path):
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
-    for name, cells in (("a", LEAVES_STATE), ("b", LOOKS), ("dies", DIES), ("pid", PID)):
+    for name, cells in (("a", LEAVES_STATE), ("b", LOOKS), ("dies", DIES), ("pid", PID), ("plots", PLOTS),
+                        ("agg", AGG)):
         _notebook(notebooks, name, cells)
     out = tmp_path / "out"
     out.mkdir()
@@ -103,3 +108,15 @@ def test_a_dead_kernel_is_replaced_and_fresh_mode_starts_one_per_notebook(runner
     runner.kernels.fresh = True
     pids = {_pid(runner), _pid(runner)}
     assert len(pids) == 2 and after not in pids and runner.kernels.started == 4
+
+
+def test_a_reused_kernel_still_shows_the_figures_a_cell_draws(runner):
+    """The reset restores matplotlib's rc from a snapshot taken before the inline backend was loaded; it
+    must not turn interactive mode off (figures would vanish from every report after the first)."""
+    for k in range(3):
+        if k == 2:                                       # a notebook switched the kernel to Agg in between
+            assert runner._execute("t", "agg", {}).status == "ok"
+        assert runner._execute("t", "plots", {}).status == "ok"
+        images = [o for o in _outputs(runner, "plots")[1] if "image/png" in o.get("data", {})]
+        assert len(images) == 1, f"notebook run {k + 1} on the kernel: {len(images)} figure(s) shown"
+    assert runner.kernels.started == 1

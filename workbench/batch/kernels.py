@@ -52,7 +52,15 @@ def _wb_reset():
     sys.path[:] = state.path
     import matplotlib, matplotlib.pyplot as plt
     plt.close("all")
+    # the snapshot was taken before pyplot loaded its backend: the inline backend turned interactive mode
+    # on when the first figure was drawn, and a figure is shown at the end of a cell only in that mode
+    # (and a notebook may have switched to Agg, e.g. `matplotlib.use("Agg")`): back to the kernel's own
+    # backend, interactive as the inline backend sets itself
+    inline = "matplotlib_inline" in str(state.rc.get("backend", ""))
     dict.update(matplotlib.rcParams, state.rc)
+    if inline:
+        plt.switch_backend(state.rc["backend"])
+        matplotlib.interactive(True)
     if "keras" in sys.modules:                   # layer-name counters and global Keras state (no gc: 0.2 s)
         sys.modules["keras"].backend.clear_session(free_memory=False)
 _wb_reset()
