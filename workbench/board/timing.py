@@ -211,7 +211,7 @@ class TimingResult(Result):
         for note in ((self.still_falling,) if self.still_falling else ()) + self.notes:
             out.append(display.paragraph("note: " + note))
         if self.runs_us:
-            from matplotlib.figure import Figure     # not pyplot: a repr never switches the user's backend
+            from matplotlib.figure import Figure  # not pyplot: a repr never switches the user's backend
             fig = Figure(figsize=(6, 2.6))
             self.plot(ax=fig.add_subplot())
             out.append(display.figure_html(fig, alt="per-run latency"))
