@@ -488,7 +488,7 @@ def test_backend_knob_offers_its_calibrators_and_an_onnx_model_is_not_placed(ex)
 
 
 @pytest.mark.parametrize("changes, phrase", [
-    ({"calibrator": "percentile"}, "calibrates with min/max only"),
+    ({"calibrator": "entropy"}, "the TFLite backend has no 'entropy' calibrator"),
     ({"backend": "onnx", "recipe": "a16w8_pc"}, "16-bit activations"),
     ({"backend": "tensorrt"}, "`backend` must be one of"),
     ({"severity": 6}, "`severity` must be one of"),

@@ -42,7 +42,7 @@ BUILT_IN_SEVERITY = 3      # workbench.data.loaders.DIGITS_SEVERITY: the built-i
 
 
 def calibrators_for(backend: str) -> tuple[str, ...]:
-    """The calibrators ``backend`` has: the TFLite converter min/max only, ONNX Runtime all three."""
+    """The calibrators ``backend`` has: TFLite min/max and percentile, ONNX Runtime min/max, percentile, entropy."""
     names = TFLITE_CALIBRATORS if backend == "tflite" else CALIBRATORS
     # the explorer quantizes a Keras or ONNX model, whose min/max is already global: minmax-global is minmax
     return tuple(c for c in names if c != "minmax-global")
@@ -71,7 +71,7 @@ class ExplorerSettings(Result):
         return str(resolve_recipe(self.recipe, self.target))
 
     def quant_recipe(self) -> QuantRecipe:
-        """The recipe with this setting's backend and calibrator (validated: TFLite calibrates with min/max only)."""
+        """The recipe with this setting's backend and calibrator (validated: TFLite has no entropy calibrator)."""
         return get_recipe(self.effective_recipe, backend=self.backend, calibrator=self.calibrator)
 
     @property
