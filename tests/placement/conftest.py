@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _private_cache(tmp_path_factory):
+    """Package-scoped: a session-scoped switch stayed on after these tests and moved every later test of the
+    worker to another cache folder (the session's reference model then resolved to a second copy)."""
     old = os.environ.get("NPU_WORKBENCH_CACHE")
     os.environ["NPU_WORKBENCH_CACHE"] = str(tmp_path_factory.mktemp("wb-cache"))
     yield
