@@ -19,6 +19,7 @@ def _old_style_fp16_tflite(tmp_path):
     import keras
     import tensorflow as tf
     from ai_edge_litert.tools import flatbuffer_utils as fu
+    keras.utils.set_random_seed(0)      # one model every run: unseeded weights made the SQNR bound flaky (14-20 dB)
     inp = keras.Input((16, 16, 3), batch_size=1, name="image")
     h = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
     h = keras.layers.DepthwiseConv2D(3, padding="same", activation="relu")(h)
