@@ -40,7 +40,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._io import atomic_write_json, atomic_write_text, cache_dir, read_json, sha256_bytes
+from ._io import _alive, atomic_write_json, atomic_write_text, cache_dir, read_json, sha256_bytes
 from .errors import ToolError
 
 INSTALL_TIMEOUT_S = 1800.0
@@ -288,16 +288,6 @@ def remove_stale_work_folders(parent: str | os.PathLike | None = None) -> list[P
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _group_members(pgid: int) -> list[int]:
