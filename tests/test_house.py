@@ -153,7 +153,6 @@ OVERSIZE: dict[str, str] = {
     "evaluate.gate": "gate schema, loading and checks together",
     "models.contract": "the input contract, its card reader and pixel checks together",
     "models.convert": "ONNX conversion (issue 22 work this session)",
-    "models.predict": "one predictor per runtime in one module",
     "models.tflite_passes": "the converter's graph passes (issue 22 work this session)",
     "placement.analyze": "placement, its report and the compiler branches together",
     "quantize.engine": "quantize, its cache and calibration plumbing together",
