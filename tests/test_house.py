@@ -156,7 +156,6 @@ OVERSIZE: dict[str, str] = {
     "models.tflite_passes": "the converter's graph passes (issue 22 work this session)",
     "placement.analyze": "placement, its report and the compiler branches together",
     "quantize.engine": "quantize, its cache and calibration plumbing together",
-    "quantize.equalize": "cross-layer equalisation and bias correction together",
     "toolenv": "pinned tool environments, their process groups hardened this session (issue 24)",
 }
 

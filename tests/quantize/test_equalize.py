@@ -159,7 +159,8 @@ def test_onnx_bias_correction_counts_a_shared_input_once():
     import onnx
     from onnx import helper, numpy_helper
 
-    from workbench.quantize.equalize import _onnx_bias_correction, fake_quant_weights
+    from workbench.quantize.equalize import fake_quant_weights
+    from workbench.quantize.equalize.onnx_graph import _onnx_bias_correction
 
     rng = np.random.default_rng(0)
     w1 = rng.normal(size=(4, 3, 3, 3)).astype(np.float32)
