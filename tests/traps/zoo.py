@@ -206,19 +206,13 @@ def trap_cpu_island(root: Path) -> Findings:
 
 
 def trap_bsp_compiler(root: Path) -> Findings:
-    """A placement report in which the BSP's Vela leaves an op on the CPU that the newest Vela places on
-    the NPU (the comparison the placement stage records with ``vela_versions``)."""
-    import dataclasses
-
+    """The trap's Keras CNN quantized a8w8_pc (per-channel weights in its FULLY_CONNECTED too) and placed on imx93
+    by the real placement stage: Vela 3.10.0, the BSP's compiler (its pinned tool environment), supports per-axis
+    quantization on convolutions only and leaves the FULLY_CONNECTED on the CPU; Vela 5.2 (installed, the newest)
+    places it on the NPU.  The finding is read from the comparison the stage records."""
     import workbench as wb
-    from workbench.placement.analyze import CompilerDisagreement
     q = _per_channel_tflite(root, "bsp-compiler")
-    report = wb.analyze_placement(q.path, "imx95")
-    op = report.ops[1]
-    diff = CompilerDisagreement(index=op.index, type=op.type, name=op.name, bsp_compiler="vela 3.10.0",
-                                bsp_placement="CPU", other_compiler="vela 5.2.0", other_placement="NPU",
-                                other_is_newest=True, reason="unsupported in Vela 3.10.0")
-    return findings_for(dataclasses.replace(report, compiler_disagreements=(diff,)), target="imx95")
+    return findings_for(wb.analyze_placement(q.path, "imx93"), target="imx93")
 
 
 # -- calibration -----------------------------------------------------------------------------------------
