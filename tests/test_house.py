@@ -151,7 +151,6 @@ OVERSIZE: dict[str, str] = {
     "calibration.activations": "activation capture and statistics together",
     "evaluate.accuracy": "accuracy report, comparison and fix trials (issue 23 work this session)",
     "evaluate.gate": "gate schema, loading and checks together",
-    "models.contract": "the input contract, its card reader and pixel checks together",
     "models.convert": "ONNX conversion (issue 22 work this session)",
     "models.tflite_passes": "the converter's graph passes (issue 22 work this session)",
     "placement.analyze": "placement, its report and the compiler branches together",
