@@ -76,6 +76,7 @@ _EXPORTS = {
     "findings_for": "workbench.findings",
     "run_findings": "workbench.run_findings",
     "resolve_run": "workbench.run_findings",
+    "run_gate": "workbench.run_findings",
     "try_fixes": "workbench.evaluate.remedies",
     # runs, batch, explorer
     "RunFolder": "workbench.runs",

@@ -76,6 +76,9 @@ def _refuse_unreadable(run_dir: Any, unreadable: Any) -> None:
     for f in unreadable:
         folder = RunFolder.__new__(RunFolder)          # read-only: no folder is created
         folder.root, folder.target, folder.path = run_dir, f.target, run_dir / f.target
+        if f.evidence.get("stage") == "gate":          # the run's gate.json: the finding names it and why
+            reasons.append(f.message)
+            continue
         try:
             folder.load(f.evidence["stage"])
         except Exception as exc:                       # noqa: BLE001 - the reason is the message, whatever it is

@@ -79,6 +79,32 @@ def resolve_run(path: str | os.PathLike) -> RunLocation:
     return RunLocation(chosen, given, tuple(_stage_record_targets(chosen)), note=note)
 
 
+#: the gate a batch checks its run against, saved in the run folder (``<run>/gate.json``) so that every view
+#: of the run judges its accuracy drops by the same ``max_drop_pp`` (per condition) as the gate
+RUN_GATE_FILE = "gate.json"
+
+
+def save_run_gate(run_dir: str | os.PathLike, gate: Any) -> Path:
+    """Save ``gate`` (a :class:`~workbench.evaluate.gate.Gate`) as the gate of the run in ``run_dir``."""
+    from ._io import atomic_write_json
+    return atomic_write_json(Path(run_dir) / RUN_GATE_FILE, {"gate": gate.to_dict()})
+
+
+def run_gate(run_dir: str | os.PathLike) -> Any:
+    """The gate saved in ``run_dir`` by :func:`save_run_gate` (None when the run has none).  A file that
+    cannot be read raises a :class:`WorkbenchError` naming it."""
+    from ._io import read_json
+    from .evaluate.gate import Gate
+    path = Path(run_dir) / RUN_GATE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return Gate.from_dict(read_json(path)["gate"])
+    except (OSError, ValueError, KeyError, TypeError, WorkbenchError) as exc:
+        raise WorkbenchError(f"{path}: the run's gate cannot be read ({type(exc).__name__}: {exc}); write it "
+                             "again by running the batch with its --gate, or delete the file (1 pp then).") from None
+
+
 def _newest_record_time(run: Path) -> float:
     times = [p.stat().st_mtime for p in run.glob("*/*.json")]
     return max(times, default=run.stat().st_mtime)
@@ -90,7 +116,8 @@ def run_findings(run_dir: str | os.PathLike, *, targets: Iterable[str] | str | N
 
     ``run_dir``: a run folder, a target folder of one, or a batch ``--out`` folder (its latest run; see
     :func:`resolve_run`); the answer does not depend on the working folder.  A stage record that cannot be
-    read is itself a finding (``run.unreadable-record``, error)."""
+    read is itself a finding (``run.unreadable-record``, error).  Accuracy drops are judged by the run's gate
+    (:func:`run_gate`: its ``max_drop_pp`` per condition), 1 pp without one."""
     from .runs import RunFolder
     from .vocab import TARGETS
     where = resolve_run(run_dir)
@@ -115,6 +142,13 @@ def target_findings(folder: Any) -> Findings:
     target = folder.target
     results: dict[str, Any] = {}
     groups: list[Findings] = []
+    try:
+        gate = run_gate(folder.root)
+    except WorkbenchError as exc:       # the drops are then judged by 1 pp: say the gate was not read
+        gate = None
+        groups.append(Findings((make(
+            "run.unreadable-record", str(exc)[:400].replace("\n", " "), target=target,
+            evidence={"stage": "gate", "file": RUN_GATE_FILE, "error": "WorkbenchError"}),)))
     for stage in STAGES:
         if not folder.file(stage).exists():
             continue
@@ -152,6 +186,7 @@ def target_findings(folder: Any) -> Findings:
             context["quantized"] = quantized
         elif stage == "accuracy":
             context["quantized"] = quantized
+            context["gate"] = gate
         groups.append(findings_for(result, target=target, **context))
     return collect(*groups)
 

@@ -32,6 +32,7 @@ from .._validation import check_choice, check_plain, check_positive_int, check_r
 from ..errors import BatchError, require_file
 from ..evaluate.gate import check_quality_gate, load_gate
 from ..pipeline.spec import RunSpec
+from ..run_findings import RUN_GATE_FILE, save_run_gate
 from ..run_summary import summarize_run
 from ..runs import new_run_id
 from ..vocab import STAGE_NOTEBOOKS as _STAGE_NOTEBOOKS
@@ -151,6 +152,12 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, spec: RunSpec | None = 
             run_id = _unused_run_id(out_dir, run_id)
             run_dir = Path("runs") / run_id
             common["run_dir"] = run_dir.as_posix()
+        # the gate's drop limits judge the run's accuracy findings in every view (run_findings reads it)
+        (out_dir / run_dir).mkdir(parents=True, exist_ok=True)
+        if quality_gate is not None:
+            save_run_gate(out_dir / run_dir, quality_gate)
+        else:
+            (out_dir / run_dir / RUN_GATE_FILE).unlink(missing_ok=True)     # a previous batch's, same run id
         terminal = stack.enter_context(_console.quiet(out_dir / run_dir / "batch.log", enabled=o.quiet))
         console = _console.Console(terminal, enabled=o.progress, width=max(len(t) for t in [*targets, "summary"]))
         log = out_dir / run_dir / "batch.log"

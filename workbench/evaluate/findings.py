@@ -58,7 +58,8 @@ def findings(report: Any, *, target: str = "", **context: Any) -> list[Finding]:
     out += contract_findings(report, target=target, skip_near_chance=bool(out))
     if not out:     # a wrong card explains the drops: they are not quantization's
         out += drop_findings(report, target=target, quantized=context.get("quantized"),
-                             max_drop_pp=context.get("max_drop_pp"))
+                             max_drop_pp=(context["gate"] if context.get("gate") is not None
+                                          else context.get("max_drop_pp")))
     return collapsed_outputs(report, target=target) + out
 
 
@@ -104,19 +105,22 @@ def _short_name(name: str) -> str:
 
 
 def drop_findings(report: Any, *, target: str = "", quantized: Any = None,
-                  max_drop_pp: float | None = None) -> list[Finding]:
+                  max_drop_pp: Any = None) -> list[Finding]:
     """``accuracy.drop`` per candidate and condition whose drop passes the threshold with its CI above zero,
     with the suspected cause and the recipes measured against it (``report.fix_trials``).  A warning when the
-    whole CI lies past the threshold; info when the CI reaches below it (past the threshold, not surely)."""
-    from .drops import DEFAULT_MAX_DROP_PP, drops_beyond
-    limit = DEFAULT_MAX_DROP_PP if max_drop_pp is None else float(max_drop_pp)
-    bad = drops_beyond(report, limit)
+    whole CI lies past the threshold; info when the CI reaches below it (past the threshold, not surely).
+
+    ``max_drop_pp``: the threshold in pp, or the gate the run uses (its ``max_drop_pp`` and per-condition
+    overrides, :func:`~workbench.evaluate.drops.drop_limit`); None: 1 pp."""
+    from .drops import drop_limit, drops_beyond
+    bad = drops_beyond(report, max_drop_pp)
     if not bad:
         return []
     cause = suspected_cause(quantized, target=target)
     trials = [t for t in getattr(report, "fix_trials", ()) or ()]
     out = []
     for row in bad:
+        limit = drop_limit(max_drop_pp, row.condition)
         fp32 = report.row(row.condition, report.reference).accuracy
         tried = [t for t in trials if t.condition == row.condition]
         measured = "; ".join(f"{t.recipe} {_drop_text(t)}" for t in tried)

@@ -31,10 +31,11 @@ def remedy_recipes(recipe: str) -> list[str]:
 
 def try_fixes(report: Any, *, source_model: Any, calibration: Any, dataset: Any, recipe: str,
               fp32_model: Any = None, input_spec: Any = None, recipes: list[str] | None = None,
-              max_drop_pp: float = DEFAULT_MAX_DROP_PP, n_bootstrap: int = 200) -> Any:
+              max_drop_pp: Any = DEFAULT_MAX_DROP_PP, n_bootstrap: int = 200) -> Any:
     """``report`` with ``fix_trials``: each remedy recipe quantized from ``source_model`` with ``calibration``
     and measured on the conditions that dropped (no drop: ``report`` unchanged).  A recipe that cannot be
-    built is recorded with its error, never raised: the report of the model that ran stays valid."""
+    built is recorded with its error, never raised: the report of the model that ran stays valid.
+    ``max_drop_pp``: the threshold in pp, or the run's gate (its limit per condition; None: 1 pp)."""
     import warnings
 
     from ..errors import WorkbenchError
