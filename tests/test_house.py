@@ -147,7 +147,6 @@ OVERSIZE: dict[str, str] = {
     "_io": "atomic writes, sealed records, locks and portable paths in one module",
     "board.divergence": "board bisection, added this session (issue 25)",
     "board.parse": "benchmark_model output parsing, its validation edited this session (issue 24)",
-    "board.timing": "timing options, the session and the result together",
     "calibration.activations": "activation capture and statistics together",
     "evaluate.accuracy": "accuracy report, comparison and fix trials (issue 23 work this session)",
     "evaluate.gate": "gate schema, loading and checks together",

@@ -104,7 +104,7 @@ def test_expose_tensors_makes_an_intermediate_an_output_and_refuses_what_is_not_
 
 def test_bisect_over_ssh_names_the_first_tensor_where_reference_kernels_depart(digits_int8, remote, tmp_path):
     from workbench.board.divergence import BoardRunner, bisect, candidates, max_board_runs
-    from workbench.board.timing import TimingOptions, _open_session
+    from workbench.board.session import TimingOptions, _open_session
     from workbench.findings import findings_for
     from workbench.models.tflite_graph import read_tflite
 
@@ -136,7 +136,7 @@ def test_bisect_over_ssh_names_the_first_tensor_where_reference_kernels_depart(d
 
 def test_agreeing_kernels_are_shown_bit_exact_op_by_op_in_two_runs(digits_int8):
     from workbench.board.divergence import BoardRunner, bisect, candidates
-    from workbench.board.timing import TimingOptions, _open_session
+    from workbench.board.session import TimingOptions, _open_session
     from workbench.findings import findings_for
     from workbench.models.tflite_graph import read_tflite
 

@@ -591,7 +591,7 @@ def trap_tensor_divergence(root: Path) -> Findings:
     """`workbench bisect` with this machine as the "board" running TFLite's reference kernels against the
     host's default kernels (XNNPACK): the first op whose codes differ while its inputs agree."""
     from workbench.board.divergence import BoardRunner, bisect
-    from workbench.board.timing import TimingOptions, _open_session
+    from workbench.board.session import TimingOptions, _open_session
     q = _quantized(root, "divergence", lambda r: _shared(r, "divergence_keras", _divergence_keras) / "model.keras",
                    "a8w8_pc")
     session = _open_session(board=None, boards_file=None, host=None, ssh_config=None, known_hosts=None,

@@ -614,7 +614,7 @@ def run_bisect(model: str | os.PathLike, *, data: Any, board: str | None = None,
     """``workbench bisect``: resolve where, sample the inputs, bisect, record and write the result."""
     from .._io import atomic_write_text, sha256_bytes, sha256_file, to_json
     from .._validation import check_positive_int
-    from .timing import TimingOptions, _open_session
+    from .session import TimingOptions, _open_session
 
     chosen = [name for name, value in (("board", board), ("host", host), ("local", local), ("replay", replay))
               if value]
