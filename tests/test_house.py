@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "findings_html", "findings_docs")),
     ("inputs", ("data", "models", "targets")),
     ("stages", ("calibration", "quantize", "evaluate", "placement", "board", "models.convert",
-                "models.tflite_passes", "models.tflite_edit")),
+                "models.tflite_passes", "models.tflite_fold", "models.tflite_edit")),
     ("built-in models", ("models.keypoints",)),     # scored with evaluate's PCK metric
     ("pipeline", ("chain", "pipeline")),
     ("runs", ("runs",)),

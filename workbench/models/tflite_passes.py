@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-PASSES_VERSION = 3     # bump when a pass changes (enters the quantize cache key)
+PASSES_VERSION = 4     # bump when a pass (or tflite_fold) changes (enters the quantize cache key)
 
 
 def _read(data: bytes) -> Any:

@@ -497,8 +497,11 @@ def _quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
         data = quantize_tflite(work, work_fmt, rec, calib.x, report)
         ranges = report.get("ranges")
     if rec.backend == "tflite":   # exact rewrites of what a converter added (workbench/models/tflite_passes.py)
+        from ..models.tflite_fold import fold_lines
         from ..models.tflite_passes import apply_passes
         data, passes = apply_passes(data)
+        data, folds = fold_lines(data)
+        passes += folds
         if passes:
             conversion = {**(conversion or {}), "passes": passes}
     with tempfile.TemporaryDirectory(prefix="wb-quant-") as tmp:
