@@ -148,7 +148,6 @@ OVERSIZE: dict[str, str] = {
     "board.divergence": "board bisection, added this session (issue 25)",
     "board.parse": "benchmark_model output parsing, its validation edited this session (issue 24)",
     "calibration.activations": "activation capture and statistics together",
-    "evaluate.accuracy": "accuracy report, comparison and fix trials (issue 23 work this session)",
     "evaluate.gate": "gate schema, loading and checks together",
     "models.convert": "ONNX conversion (issue 22 work this session)",
     "models.tflite_passes": "the converter's graph passes (issue 22 work this session)",

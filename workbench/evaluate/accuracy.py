@@ -10,55 +10,37 @@ FP32 with a paired bootstrap CI, the agreement with FP32, per-class accuracy and
 the confusion matrix (classification), and the FP32-vs-INT8 fidelity of every
 output tensor (:mod:`workbench.evaluate.fidelity`).  Guards against a wrong
 contract (:mod:`workbench.evaluate.guards`) land in ``report.issues``.
+
+Layout: this module holds the results (:class:`AccuracyReport`, :class:`FixTrial`) and the verb;
+:mod:`~workbench.evaluate.model_outputs` what is compared and the outputs, :mod:`~workbench.evaluate.scoring`
+the rows (:class:`AccuracyRow`) scored from them.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from .._io import sha256_file
 from .._results import Result
 from .._validation import check_positive_int, check_range
-from ..errors import DataError, EvaluationError, ModelError, missing_file
+from ..errors import EvaluationError
 from ..models.contract import ContractIssue, InputContract
 from .fidelity import FidelityRow
+from .model_outputs import (
+    label_mapper,
+    model_output_layouts,
+    model_outputs,
+    resolve_conditions,
+    resolve_models,
+    resolve_task_metric,
+)
+from .scoring import AccuracyRow, condition_indices, fidelity_of, metric_row, task_metric_values, top1_row
+
+__all__ = ["REFERENCE_NAME", "AccuracyReport", "AccuracyRow", "FixTrial", "compare_accuracy"]
 
 REFERENCE_NAME = "fp32"
-
-
-@dataclass(frozen=True)
-class AccuracyRow(Result):
-    """One model under one condition.
-
-    ``accuracy`` and its CI (``ci_low``, ``ci_high``) are fractions; ``drop_pp`` (FP32
-    accuracy minus this model's, in percentage points, positive = worse) has the paired
-    bootstrap CI ``drop_ci_low``/``drop_ci_high``; ``agreement`` is the share of samples
-    where this model's argmax equals FP32's.
-    """
-
-    condition: str
-    model: str
-    n: int
-    correct: int
-    accuracy: float
-    ci_low: float
-    ci_high: float
-    drop_pp: float
-    drop_ci_low: float
-    drop_ci_high: float
-    agreement: float
-    is_reference: bool
-    per_class: tuple[float | None, ...] = ()
-    class_counts: tuple[int, ...] = ()
-    confusion: tuple[tuple[int, ...], ...] = ()
-
 
 @dataclass(frozen=True)
 class FixTrial(Result):
@@ -280,17 +262,16 @@ def compare_accuracy(fp32_model: Any, candidates: Any, dataset: Any, *, conditio
     start = time.perf_counter()
     data = load_dataset(dataset)
     held_out = data.select(split=split)
-    conds = _resolve_conditions(held_out, conditions)
-    models = _resolve_models(fp32_model, candidates, names, reference_name)
+    conds = resolve_conditions(held_out, conditions)
+    models = resolve_models(fp32_model, candidates, names, reference_name)
     contract = resolve_contract(models[0][1], input_spec)
-    metric_name, metric_fn = _resolve_task_metric(metric, data, contract)
+    metric_name, metric_fn = resolve_task_metric(metric, data, contract)
     issues = guards.check_model_roles(models, reference_name) if check_contract else []
-    outputs, modes, hits, sha = _score_all(models, data, held_out, split, conds, cache=cache, batch_size=batch_size,
-                                           num_threads=num_threads, contract=contract)
-    labels_of = _label_mapper(data, held_out, contract, outputs[(reference_name, conds[0])], models,
-                              metric_name)
+    outputs, modes, hits, sha = model_outputs(models, data, held_out, split, conds, cache=cache,
+                                              batch_size=batch_size, num_threads=num_threads, contract=contract)
+    labels_of = label_mapper(data, held_out, contract, outputs[(reference_name, conds[0])], models, metric_name)
     n_outputs = len(outputs[(reference_name, conds[0])])
-    layouts = _output_layouts(models, data, contract) if fidelity else {}
+    layouts = model_output_layouts(models, data, contract) if fidelity else {}
     own = layouts.get(reference_name)
     # the card's names, else the FP32 model's own (an ONNX model's `heatmaps`), else output_<k>
     out_names = tuple(contract.output_name(k) if k < len(contract.outputs) or not own or len(own) != n_outputs
@@ -300,24 +281,24 @@ def compare_accuracy(fp32_model: Any, candidates: Any, dataset: Any, *, conditio
     for cond in conds:
         subset = held_out.select(condition=cond)
         y = labels_of(subset.y)
-        idx = _indices(len(subset), n_bootstrap, seed, cond)
+        idx = condition_indices(len(subset), n_bootstrap, seed, cond)
         ref_out = outputs[(reference_name, cond)]
         if metric_fn is not None:
-            ref_values = _metric(metric_name, metric_fn, ref_out, y, reference_name, cond)
+            ref_values = task_metric_values(metric_name, metric_fn, ref_out, y, reference_name, cond)
             for name, _ in models:
                 out = outputs[(name, cond)]
                 if metric_name == "top1":
-                    rows.append(_score_row(name, cond, y, out[0].argmax(axis=1), ref_out[0].argmax(axis=1), idx,
-                                           len(data.classes), confidence, is_reference=name == reference_name))
+                    rows.append(top1_row(name, cond, y, out[0].argmax(axis=1), ref_out[0].argmax(axis=1), idx,
+                                         len(data.classes), confidence, is_reference=name == reference_name))
                 else:
-                    values = ref_values if name == reference_name else _metric(metric_name, metric_fn, out, y, name,
-                                                                                cond)
-                    rows.append(_metric_row(name, cond, values, ref_values, idx, confidence, out, ref_out, y, kinds,
-                                            metric_fn, is_reference=name == reference_name))
+                    values = ref_values if name == reference_name else task_metric_values(metric_name, metric_fn, out,
+                                                                                           y, name, cond)
+                    rows.append(metric_row(name, cond, values, ref_values, idx, confidence, out, ref_out, y, kinds,
+                                           metric_fn, is_reference=name == reference_name))
         if fidelity:
             for name, _ in models[1:]:
-                fid_rows += _fidelity(cond, name, ref_out, outputs[(name, cond)], idx, out_names, kinds, confidence,
-                                      layouts.get(reference_name), layouts.get(name))
+                fid_rows += fidelity_of(cond, name, ref_out, outputs[(name, cond)], idx, out_names, kinds, confidence,
+                                        layouts.get(reference_name), layouts.get(name))
     if check_contract and metric_name == "top1":
         issues += guards.check_baseline(models[0][1], data, held_out, conds, rows, contract, reference_name,
                                         batch_size=batch_size, num_threads=num_threads, cache=cache,
@@ -332,273 +313,3 @@ def compare_accuracy(fp32_model: Any, candidates: Any, dataset: Any, *, conditio
         confidence=confidence, seed=seed, cache_hits=hits, seconds=round(time.perf_counter() - start, 3),
         metric=metric_name or "none", task=contract.task, contract=contract, fidelity=tuple(fid_rows),
         issues=tuple(issues))
-
-
-def _resolve_task_metric(metric: Any, data: Any, contract: InputContract) -> tuple[str, Any]:
-    from .metrics import resolve_metric
-    if metric is None:
-        if data.is_classification and contract.task == "classification":
-            metric = "top1"
-        elif contract.task == "keypoints" and not data.is_classification:
-            metric = "pck"
-        else:
-            return "", None
-    name, fn = resolve_metric(metric)
-    if name == "top1" and not data.is_classification:
-        raise EvaluationError(f"metric 'top1' needs class labels but dataset {data.name!r} has labels of shape "
-                              f"{tuple(np.asarray(data.y).shape[1:])} per sample; pass metric='module:function' "
-                              "for this task (see workbench.evaluate.metrics), or metric=None for fidelity only.")
-    return name, fn
-
-
-def _metric(name: str, fn: Any, outputs: list[np.ndarray], y: np.ndarray, model: str, cond: str):
-    from .metrics import metric_values
-    return metric_values(name, fn, outputs, y, f"model {model!r}, condition {cond!r}")
-
-
-def _fidelity(cond, name, ref_out, out, idx, out_names, kinds, confidence, ref_layout=None,
-              layout=None) -> list[FidelityRow]:
-    from .fidelity import fidelity_rows, recorded_permutations
-    return fidelity_rows(cond, name, ref_out, out, idx, names=out_names, kinds=kinds, confidence=confidence,
-                         reference_layout=ref_layout, candidate_layout=layout,
-                         permutations=recorded_permutations(layout, ref_layout))
-
-
-def _output_layouts(models, data: Any, contract: InputContract) -> dict[str, Any]:
-    """Each model's output names and per-sample shapes (:func:`~.fidelity.output_layouts`), so that
-    fidelity compares a converted NHWC output with the FP32 model's NCHW one in the same layout."""
-    from .fidelity import output_layouts
-    shape = tuple(data.input_shape)
-    if contract.size is not None:
-        shape = (*contract.size, contract.channels)
-    layouts = {}
-    for name, path in models:
-        layout = output_layouts(path, shape)
-        if layout is not None:
-            layouts[name] = _Layout(layout, path)
-    return layouts
-
-
-class _Layout(list):
-    """An output layout (``[(name, shape)]``) that remembers the model file it was read from."""
-
-    def __init__(self, items, path):
-        super().__init__(items)
-        self.path = path
-
-
-def _label_mapper(data: Any, held_out: Any, contract: InputContract, ref_outputs: list[np.ndarray], models,
-                  metric_name: str):
-    """Labels as the metric sees them.  For top-1: the dataset's class indices, mapped onto the model's
-    class order when the card names the model's classes; outputs that do not match the dataset's
-    classes are an error (a 1000-class model on a 10-class dataset)."""
-    if metric_name != "top1":
-        return lambda y: np.asarray(y)
-    width = int(ref_outputs[0].shape[1])
-    name, path = models[0]
-    if contract.classes:
-        if len(contract.classes) != width:
-            raise EvaluationError(f"the input contract ({contract.source}) names {len(contract.classes)} classes but "
-                                  f"model {name!r} ({path}) gives {width} class scores; fix the card's classes.")
-        position = {c: i for i, c in enumerate(contract.classes)}
-        missing = [c for c in data.classes if c not in position]
-        if missing:
-            raise EvaluationError(f"dataset {data.name!r} has class(es) {', '.join(map(repr, missing[:8]))} that the "
-                                  f"model's card ({contract.source}) does not name; its classes are "
-                                  f"{', '.join(contract.classes[:12])}{' ...' if len(contract.classes) > 12 else ''}.")
-        table = np.array([position[c] for c in data.classes], np.int64)
-        return lambda y: table[np.asarray(y, np.int64)]
-    if width != len(data.classes):
-        labels = np.unique(np.asarray(held_out.y))
-        outside = labels[(labels < 0) | (labels >= width)]
-        if len(outside):
-            _check_labels(name, path, width, held_out)
-        raise EvaluationError(f"model {name!r} ({path}) gives {width} class scores but dataset {data.name!r} has "
-                              f"{len(data.classes)} classes ({', '.join(data.classes[:10])}"
-                              f"{' ...' if len(data.classes) > 10 else ''}); top-1 would compare unrelated indices. "
-                              "Evaluate on the model's own classes, or name the model's classes in its card "
-                              "(classes: or classes_file:) so the dataset's classes map onto them.")
-    return lambda y: np.asarray(y, np.int64)
-
-
-def _resolve_conditions(held_out: Any, conditions: Sequence[str] | str | None) -> tuple[str, ...]:
-    if conditions is None:
-        return tuple(held_out.conditions)
-    wanted = [c.strip() for c in conditions.split(",")] if isinstance(conditions, str) else list(conditions)
-    wanted = [c for c in wanted if c]
-    if not wanted:
-        raise DataError(f"`conditions` is empty; conditions present in {held_out.name}: "
-                        f"{', '.join(held_out.conditions)}.")
-    held_out.select(condition=wanted)  # raises DataError naming what exists
-    return tuple(dict.fromkeys(wanted))
-
-
-def _default_name(model: Any, path: str) -> str:
-    recipe = getattr(model, "recipe", None)
-    recipe_name = getattr(recipe, "name", recipe if isinstance(recipe, str) else None)
-    if recipe_name:
-        return str(recipe_name)
-    p = Path(path)
-    return p.name if p.is_dir() else p.stem
-
-
-def _resolve_models(fp32_model: Any, candidates: Any, names: Sequence[str] | None,
-                    reference_name: str) -> list[tuple[str, str]]:
-    from ..models.predict import resolve_model_path
-    if isinstance(candidates, Mapping):
-        if names is not None:
-            raise EvaluationError("`names` cannot be combined with a dict of candidates (the keys are the names).")
-        items = [(str(k), v) for k, v in candidates.items()]
-    else:
-        seq = [candidates] if isinstance(candidates, (str, os.PathLike)) or hasattr(candidates, "path") \
-            else list(candidates)
-        if names is not None:
-            names = list(names)
-            if len(names) != len(seq):
-                raise EvaluationError(f"`names` has {len(names)} entries for {len(seq)} candidate model(s); "
-                                      "give one name per candidate.")
-            items = list(zip(map(str, names), seq))
-        else:
-            items = []
-            for model in seq:
-                base = _default_name(model, resolve_model_path(model))
-                name, k = base, 2
-                while name in {n for n, _ in items} or name == reference_name:
-                    name, k = f"{base}_{k}", k + 1
-                items.append((name, model))
-    out = [(reference_name, resolve_model_path(fp32_model))]
-    for name, model in items:
-        if name in {n for n, _ in out}:
-            raise EvaluationError(f"model name {name!r} is used twice (the FP32 model is {reference_name!r}); "
-                                  "give every candidate its own name.")
-        out.append((name, resolve_model_path(model)))
-    for name, path in out:
-        if not Path(path).exists():
-            raise missing_file(f"model file or folder of {name!r}", path,
-                               "check the path (a .keras/.h5 file, SavedModel folder, .tflite or .onnx)", ModelError)
-    return out
-
-
-def _score_all(models, data, held_out, split, conds, *, cache, batch_size, num_threads, contract):
-    from ..models.predict import load_predictor
-    from . import cache as eval_cache
-    outputs: dict[tuple[str, str], list[np.ndarray]] = {}
-    modes: dict[str, str] = {}
-    sha: dict[str, str] = {}
-    hits = 0
-    subsets = {c: held_out.select(condition=c) for c in conds}
-    params = contract.to_params()
-    for name, path in models:
-        sha[name] = sha256_file(path)
-        predictor = None
-        for cond in conds:
-            subset = subsets[cond]
-            key = eval_cache.cache_key(sha[name], data.hash, split, cond, contract=params)
-            cached = eval_cache.load_outputs(key, subset.ids) if cache else None
-            if cached is not None:
-                hits += 1
-                outputs[(name, cond)] = cached
-                continue
-            if predictor is None:
-                predictor = load_predictor(path, batch_size=batch_size, num_threads=num_threads, contract=contract)
-                _check_fits(name, predictor, data, contract)
-            out = predictor.predict_outputs(subset.x, ids=subset.ids)
-            eval_cache.save_outputs(key, subset.ids, out)
-            outputs[(name, cond)] = out
-        modes[name] = predictor.mode if predictor is not None else "cached"
-    return outputs, modes, hits, sha
-
-
-def _check_fits(name: str, predictor: Any, data: Any, contract: InputContract) -> None:
-    got = tuple(data.input_shape)
-    if len(got) == 3:                       # the contract converts channels, and resizes when told how
-        size = contract.size if contract.size is not None and "resize" not in contract.inferred else got[:2]
-        got = (*size, contract.channels)
-    if hasattr(predictor, "adapt_layout"):
-        predictor.adapt_layout(got)
-    want = predictor.input_shape
-    if len(want) != len(got) or any(w is not None and w != g for w, g in zip(want, got)):
-        shown = tuple("?" if d is None else d for d in want)
-        raise ModelError(f"model {name!r} ({predictor.path}) takes images of shape {shown} but dataset "
-                         f"{data.name!r} has {got}; evaluate it on data of its own input shape or load the "
-                         "dataset with load_dataset(..., resize=(height, width)).")
-
-
-def _check_labels(name: str, path: str, n_outputs: int, held_out: Any) -> None:
-    labels = np.unique(held_out.y)
-    outside = labels[(labels < 0) | (labels >= n_outputs)]
-    if len(outside):
-        shown = ", ".join(f"{int(v)} ({held_out.classes[int(v)]!r})" if 0 <= v < len(held_out.classes) else str(int(v))
-                          for v in outside[:8])
-        raise EvaluationError(f"labels {shown} of dataset {held_out.name!r} are outside the "
-                              f"{n_outputs} output classes (0..{n_outputs - 1}) of model {name!r} ({path}); is the "
-                              "model trained for another class list?")
-
-
-def _indices(n: int, n_bootstrap: int, seed: int, condition: str) -> np.ndarray:
-    # Seeded by the condition's name, not its position: a condition's CI does not move when
-    # another condition is added to or removed from the comparison.
-    import zlib
-
-    from .stats import bootstrap_indices
-    return bootstrap_indices(n, n_bootstrap, seed=np.random.default_rng([seed, zlib.crc32(condition.encode())]))
-
-
-def _score_row(name, cond, y, pred, pred_ref, idx, n_classes, confidence, *, is_reference) -> AccuracyRow:
-    from .stats import accuracy_ci, drop_ci
-    correct = pred == y
-    correct_ref = pred_ref == y
-    low, high = accuracy_ci(correct, idx, confidence=confidence)
-    if is_reference:
-        dlow = dhigh = drop = 0.0
-    else:
-        drop = float(correct_ref.mean() - correct.mean()) * 100.0
-        dlow, dhigh = drop_ci(correct_ref, correct, idx, confidence=confidence)
-    k = max(n_classes, int(pred.max()) + 1, int(y.max()) + 1)
-    confusion = np.zeros((k, k), dtype=np.int64)
-    np.add.at(confusion, (y, pred), 1)
-    confusion = confusion[:n_classes, :n_classes] if k == n_classes else confusion
-    counts = np.bincount(y, minlength=n_classes)[:n_classes]
-    per_class = tuple(None if counts[c] == 0 else round(float(np.mean(correct[y == c])), 10)
-                      for c in range(n_classes))
-    return AccuracyRow(condition=cond, model=name, n=int(len(y)), correct=int(correct.sum()),
-                       accuracy=float(correct.mean()), ci_low=low, ci_high=high, drop_pp=drop,
-                       drop_ci_low=dlow, drop_ci_high=dhigh, agreement=float(np.mean(pred == pred_ref)),
-                       is_reference=is_reference, per_class=per_class,
-                       class_counts=tuple(int(c) for c in counts),
-                       confusion=tuple(tuple(int(v) for v in row) for row in confusion))
-
-
-def _metric_row(name, cond, values, ref_values, idx, confidence, out, ref_out, y, kinds, fn, *,
-                is_reference) -> AccuracyRow:
-    """A row for any metric: per-sample values get the paired bootstrap over samples; a metric that
-    returns one number is called again on each resample.  ``agreement`` is the argmax agreement when
-    the first output is class scores, else the mean cosine similarity of the first output."""
-    from .stats import _interval
-    n = len(y)
-    if isinstance(values, float) or isinstance(ref_values, float):
-        arg = lambda o, rows: o[0][rows] if len(o) == 1 else tuple(v[rows] for v in o)  # noqa: E731
-        boot = np.array([float(np.mean(fn(arg(out, r), y[r]))) for r in idx])
-        boot_ref = boot if is_reference else np.array([float(np.mean(fn(arg(ref_out, r), y[r]))) for r in idx])
-        value = float(np.mean(values))
-        ref_value = float(np.mean(ref_values))
-    else:
-        boot = values[idx].mean(axis=1)
-        boot_ref = ref_values[idx].mean(axis=1)
-        value, ref_value = float(values.mean()), float(ref_values.mean())
-    low, high = _interval(boot, confidence)
-    if is_reference:
-        drop = dlow = dhigh = 0.0
-    else:
-        drop = (ref_value - value) * 100.0
-        dlow, dhigh = _interval((boot_ref - boot) * 100.0, confidence)
-    a, b = ref_out[0], out[0]
-    if kinds[0] == "class_scores" and a.shape[1] > 1:
-        agreement = float(np.mean(a.argmax(axis=1) == b.argmax(axis=1)))
-    else:
-        norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-        agreement = float(np.mean(np.where(norms > 0, np.sum(a * b, axis=1) / np.where(norms > 0, norms, 1), 1.0)))
-    correct = int(round(float(np.sum(values)))) if not isinstance(values, float) else int(round(value * n))
-    return AccuracyRow(condition=cond, model=name, n=int(n), correct=correct, accuracy=value, ci_low=low,
-                       ci_high=high, drop_pp=drop, drop_ci_low=dlow, drop_ci_high=dhigh, agreement=agreement,
-                       is_reference=is_reference)
