@@ -452,6 +452,8 @@ def _backend_source(source: Path, fmt: str, rec: QuantRecipe, calib: _Calibratio
     if rec.backend == "tflite" and fmt == "tflite":   # quantized as it is (aeq_backend.py), no round trip
         return source, fmt, None
     if rec.backend == "tflite" and fmt == "onnx":
+        from .tflite_backend import preload_tensorflow
+        preload_tensorflow()     # the TFLite converter's import runs while onnx2tf converts (its own process)
         converted = convert.convert_onnx(source, samples=calib.x)
         return Path(converted.saved_model), "saved_model", converted.manifest_entry()
     if rec.backend == "onnx" and fmt != "onnx":

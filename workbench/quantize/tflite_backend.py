@@ -29,11 +29,40 @@ import numpy as np
 from ..errors import ModelError, QuantizationError
 from .recipe import QuantRecipe
 
+_PRELOAD: list[Any] = []     # the thread of preload_tensorflow(), while it runs
 
-def _tf() -> Any:
+
+def preload_tensorflow() -> None:
+    """Start importing TensorFlow in a background thread.  The import takes 15-40 s on the shared 2-core machine
+    (a third of quantizing a small ONNX model); the ONNX route spends longer than that waiting on onnx2tf's own
+    process first, so the two overlap (benchmarks/bench_zoo.py).  :func:`_tf` waits for it: a failed import there
+    is raised by the ordinary import, in the caller's thread."""
+    import sys
+    import threading
+    if "tensorflow" in sys.modules or _PRELOAD:
+        return
+
+    def run() -> None:
+        try:
+            _import_tf()
+        except Exception:  # noqa: BLE001 - _tf() imports again and raises it where it is needed
+            pass
+    thread = threading.Thread(target=run, name="workbench-preload-tensorflow", daemon=True)
+    _PRELOAD.append(thread)
+    thread.start()
+
+
+def _import_tf() -> Any:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
     return tf
+
+
+def _tf() -> Any:
+    for thread in list(_PRELOAD):     # never two threads inside TensorFlow's import at once
+        thread.join()
+    _PRELOAD.clear()
+    return _import_tf()
 
 
 def toolchain() -> dict[str, str]:
