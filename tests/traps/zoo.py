@@ -6,8 +6,11 @@ name to ``(expected code, build)``; the tests in this folder assert the code and
 ``benchmarks/bench_traps.py`` counts how many traps are flagged and how many clean models raise a
 false alarm (a finding of severity warning or above).
 
-Timing and board traps build the result a runner returns from recorded-style numbers (no board
-exists here); every other trap runs the real converter, quantizer, inspector or placement rules.
+The timing traps (cold start, still falling, too few runs) build the result a runner returns from
+recorded-style numbers.  The board traps run the real timing stage over SSH on a loopback sshd
+(``tests/board/loopback.py``), whose ``benchmark_model`` is the TEST DOUBLE replaying a recorded board log
+(no board exists here); every other trap runs the real converter, quantizer, inspector, placement
+(both Velas) or accuracy stage.
 """
 
 from __future__ import annotations
@@ -128,7 +131,7 @@ def _quantized(root: Path, name: str, source: Callable[[Path], Path], recipe: An
 #: one model per trap: each trap that builds a model gets its own weights (a seed of its own)
 MODEL_SEEDS = {"tflite-float-op": 0, "tflite-qdq-inside": 1, "cpu-island": 2, "per-channel-imx8mp": 0,
                "bsp-compiler": 1, "int16-on-8bit": 2, "clipping": 3,
-               "output-collapsed": 4}
+               "output-collapsed": 4, "board-placement-mismatch": 5}
 
 
 def sin_saved_model(root: Path, trap: str = "tflite-float-op") -> Path:
@@ -323,7 +326,7 @@ def trap_clipping(root: Path) -> Findings:
     return findings_for(audit)
 
 
-# -- timing and board (results as a runner returns them; no board exists here) ---------------------------
+# -- timing (results as a runner returns them) and board (the timing stage on the loopback board) ------
 def _timing(runs_us: list[float], **kw: Any) -> Any:
     from workbench.board.stats import still_falling, summarize_latencies
     from workbench.board.timing import TimingResult
@@ -354,11 +357,45 @@ def trap_too_few_runs(root: Path) -> Findings:
     return findings_for(_timing(_steady(20)), target="imx8mp")
 
 
+def _loopback_board(sshd: Any, name: str, *, target: str, folder: Path, replay: str | None = None,
+                    kernels: str = "default") -> Path:
+    """``boards.yaml`` naming the loopback sshd as board ``name`` (this machine over SSH, its Python); with
+    ``replay``, its ``benchmark_model`` is the TEST DOUBLE replaying that recorded log of ``tests/board/fixtures``
+    and its delegate a file posing as one (the double ignores it)."""
+    import sys
+
+    import yaml
+
+    from tests.board.loopback import FIXTURES, upload_fake_benchmark_model
+    from workbench.board.ssh import SSHTransport
+    entry: dict[str, Any] = {"destination": "board", "target": target, "ssh_config": str(sshd.root / "ssh_config"),
+                             "workdir": str(folder / "workdir"), "python": sys.executable, "kernels": kernels}
+    if replay:
+        double = upload_fake_benchmark_model(SSHTransport("board", ssh_config=entry["ssh_config"]),
+                                             str(folder / "bin"), (FIXTURES / replay).read_bytes())
+        entry.update(benchmark_model=double.binary, delegate=double.delegate)
+    path = folder / "boards.yaml"
+    path.write_text(yaml.safe_dump({"boards": {name: entry}}))
+    return path
+
+
 def trap_board_placement_mismatch(root: Path) -> Findings:
-    from workbench.board.timing import PlacementMismatch
-    mismatch = PlacementMismatch(op="MEAN", predicted="NPU", measured="CPU",
-                                 evidence="op profiling row 'MEAN' on the CPU", count=1)
-    return findings_for(_timing(_steady(200), placement_mismatches=(mismatch,)), target="imx8mp")
+    """The trap's Keras CNN, a8w8_pt, placed on imx8mp by the real rules (every op on the NPU), then timed by the
+    real timing stage on a loopback "board" over SSH whose ``benchmark_model`` is the TEST DOUBLE replaying A2, a
+    recorded i.MX 8M Plus VX-delegate run with op profiling in which one op ran outside the delegate kernel.  The
+    stage parses the op profile against the model's own op count; the rule compares that with the placement."""
+    import tempfile
+
+    import workbench as wb
+    from tests.board.loopback import loopback_sshd
+    q = _quantized(root, "keras-pt-board-placement-mismatch", lambda r: keras_small(r, "board-placement-mismatch"),
+                   "a8w8_pt")
+    placement = wb.analyze_placement(q.path, "imx8mp")
+    with tempfile.TemporaryDirectory(prefix="board-", dir=root) as tmp, loopback_sshd(Path(tmp) / "sshd") as sshd:
+        boards = _loopback_board(sshd, "evk8mp", target="imx8mp", folder=Path(tmp), replay="A2.log")
+        timing = wb.time_on_board(q.path, board="evk8mp", boards_file=boards, runner="benchmark_model", runs=50,
+                                  warmup=1, placement=placement)
+    return findings_for(timing, target="imx8mp", placement=placement)
 
 
 def trap_board_int8_disagreement(root: Path) -> Findings:
