@@ -55,6 +55,31 @@ def test_evaluation_outputs_cache_damaged_is_redone(damage):
         assert cache.load_outputs("robust-out-" + damage.__name__, ids) is None
 
 
+@pytest.mark.parametrize("module", ["models/predict/runtime_tflite.py", "models/contract/pixels.py"])
+def test_evaluation_cache_key_covers_every_predictor_and_contract_module(monkeypatch, module):
+    """A change to any module of the predictor or contract packages (not only their __init__) is a miss."""
+    from workbench.evaluate import cache
+    real = cache.sha256_file
+    before = cache._predictor_code()
+    edited = lambda path: "edited" if str(path).replace("\\", "/").endswith(module) else real(path)  # noqa: E731
+    monkeypatch.setattr(cache, "sha256_file", edited)
+    cache._predictor_code.cache_clear()
+    try:
+        assert cache._predictor_code() != before
+    finally:
+        cache._predictor_code.cache_clear()
+
+
+@pytest.mark.parametrize("module", ["keras_graph.py", "onnx_graph.py", "numeric.py"])
+def test_equalize_cache_key_covers_every_module_of_the_transforms(monkeypatch, module):
+    """+cle/+bc models are cached under a key holding the transforms' code: every module of the package."""
+    from workbench.quantize import equalize
+    real = equalize.sha256_file
+    before = equalize._code_hash()
+    monkeypatch.setattr(equalize, "sha256_file", lambda path: "edited" if str(path).endswith(module) else real(path))
+    assert equalize._code_hash() != before
+
+
 @pytest.mark.parametrize("edit", ["truncate", "value", "not-json", "list"])
 def test_sealed_json_entry_edited_is_refused(tmp_path, edit):
     path = _io.write_sealed_json(tmp_path / "entry.json", {"clip_rate": 0.25, "rows": [1, 2]})

@@ -25,7 +25,8 @@ CACHE_VERSION = 3  # 3: arrays stored with their sha256
 def _predictor_code() -> str:
     """Scores depend on how models are run: a change to the predictors invalidates the cache."""
     from ..models import contract, predict
-    return sha256_file(predict.__file__)[:16] + sha256_file(contract.__file__)[:16]
+    files = [f for package in (predict, contract) for f in sorted(Path(str(package.__file__)).parent.glob("*.py"))]
+    return stable_hash([sha256_file(f) for f in files])[:32]    # every module of both packages
 
 
 def cache_key(model_sha256: str, dataset_hash: str, split: str, condition: str, *,
