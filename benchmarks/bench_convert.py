@@ -80,8 +80,8 @@ def pixels(data: Path, split: str, n: int | None = None) -> np.ndarray:
 
 def model_inputs(src: Path, x: np.ndarray) -> np.ndarray:
     """Pixels -> what the converted model takes (the card's contract; none for the own nets)."""
-    from workbench.quantize.engine import _apply_contract, _resolve_calibration
-    return _apply_contract(_resolve_calibration(x, None, None), src, None).x
+    from workbench.quantize.calibration_samples import apply_contract, resolve_calibration
+    return apply_contract(resolve_calibration(x, None, None), src, None).x
 
 
 def before_route(src: Path, fmt: str, x: np.ndarray, out: Path) -> float:

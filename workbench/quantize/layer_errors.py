@@ -100,28 +100,23 @@ def layer_errors(model: str | os.PathLike, recipe: Any = "a8w8_pc", calibration:
     model's input contract (its card beside the model, or ``input_spec``).
     """
     from ..models.formats import model_format
-    from .engine import (
-        _apply_contract,
-        _backend_source,
-        _check_backend,
-        _model_input_shape,
-        _resolve_calibration,
-        quantize,
-    )
+    from .calibration_samples import apply_contract, resolve_calibration
+    from .engine import _check_backend, quantize
+    from .produce import backend_input_shape, backend_source
     from .recipe import get_recipe
     rec = get_recipe(recipe, backend=backend)
     source = Path(model)
     fmt = model_format(source)
     _check_backend(source, fmt, rec)
-    calib = _apply_contract(_resolve_calibration(calibration, dataset, calibration_size), source, input_spec)
-    x = calib.x if data is None else _apply_contract(_resolve_calibration(data, None, None), source, input_spec).x
-    work, work_fmt, _ = _backend_source(source, fmt, rec, calib)   # .onnx/.tflite: converted first
+    calib = apply_contract(resolve_calibration(calibration, dataset, calibration_size), source, input_spec)
+    x = calib.x if data is None else apply_contract(resolve_calibration(data, None, None), source, input_spec).x
+    work, work_fmt, _ = backend_source(source, fmt, rec, calib)   # .onnx/.tflite: converted first
     if rec.backend == "tflite":
         rows = _tflite_errors(work, work_fmt, rec, calib.x, x)
     else:
         qm = quantize(source, rec, calibration, dataset=dataset, calibration_size=calibration_size,
                       input_spec=input_spec)
-        shape, name, _ = _model_input_shape(work, work_fmt, rec)
+        shape, name, _ = backend_input_shape(work, work_fmt, rec)
         if len(shape) == 4 and x.ndim == 4 and tuple(x.shape[1:]) == (shape[2], shape[3], shape[1]):
             x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))   # NHWC images into an NCHW ONNX input
         rows = _onnx_errors(work, Path(qm.path), name, x)
