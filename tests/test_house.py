@@ -145,7 +145,6 @@ def test_the_checks_see_a_circle_and_an_upward_import():
 #: one module per runtime; quantize.equalize: CLE and bias correction; evaluate.gate: schema/checks/report ...).
 OVERSIZE: dict[str, str] = {
     "_io": "atomic writes, sealed records, locks and portable paths in one module",
-    "board.parse": "benchmark_model output parsing, its validation edited this session (issue 24)",
     "calibration.activations": "activation capture and statistics together",
     "evaluate.gate": "gate schema, loading and checks together",
     "models.convert": "ONNX conversion (issue 22 work this session)",
