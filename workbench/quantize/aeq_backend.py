@@ -37,7 +37,7 @@ from ..errors import ModelError, QuantizationError
 from .recipe import QuantRecipe
 
 TOOL = "ai-edge-quantizer"
-AEQ_VERSION = 2      # bump when the workbench's steps around AI Edge Quantizer change (cache key)
+AEQ_VERSION = 3      # bump when the workbench's steps around AI Edge Quantizer change (cache key)
 SIGNATURE = "serving_default"
 
 
@@ -204,9 +204,14 @@ def quantize_float_tflite(path: str | os.PathLike, recipe: QuantRecipe, x: np.nd
                 f"{source}: AI Edge Quantizer failed for recipe {recipe.name!r}: {message}. If an op cannot be "
                 "quantized, exclude it (--exclude OP, float fallback) or choose another recipe.") from exc
     out = drop_identity_requantize(bytes(result.quantized_model))
+    from .aeq_prelu import quantize_prelu  # AI Edge Quantizer 0.10 leaves PRELU in float
+    from .tflite_backend import _denylists
+    out, prelus = quantize_prelu(out, keep_float=frozenset(sum(_denylists(recipe), [])))
     out = set_io_types(out, recipe.input_dtype, recipe.output_dtype, source=str(source))
     entry = {"tool": TOOL, "versions": toolchain(), "route": "tflite as it is (no conversion)",
-             "prepared": list(prepared.changes), "ranges": ranges}
+             "prepared": list(prepared.changes) + ([f"PRELU quantized to INT8 (AI Edge Quantizer leaves it in float): "
+                                                    f"{len(prelus)} op(s)"] if prelus else []),
+             "ranges": ranges}
     return out, entry
 
 
