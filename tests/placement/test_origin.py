@@ -35,6 +35,12 @@ def test_island_of_converter_ops_points_at_the_conversion(grouped_models, tmp_pa
         seen.append(target)
         added = [f for f in after if f.code == "convert.added-ops"]
         assert added and added[0].severity == "warning" and "TRANSPOSE" in added[0].message
+        from workbench.targets import get_target
+        for op in added[0].evidence["ops"]:      # each op says which rule put it there, and the rule's source
+            assert op["rules"], op
+            for rule in op["rules"]:
+                assert rule["source"] == get_target(target).constraint(rule["rule"]).source != ""
+                assert f"TRANSPOSE by {rule['rule']} ({rule['source']})" in added[0].message
         for f in after:
             if f.code == "placement.cpu-island" and {o["op"] for o in f.evidence["ops"]} == {"TRANSPOSE"}:
                 assert f.evidence["origin"] == "converter" and "the conversion added them" in f.message

@@ -48,11 +48,18 @@ def findings(report: Any, *, target: str = "", **_: Any) -> list[Finding]:
     cpu_added = [o for o in report.ops if o.placement == "CPU" and op_origin(structure, o.type) != "model"]
     if cpu_added:
         kinds = sorted({o.type for o in cpu_added})
+        rules = {o.index: _rules(target, o) for o in cpu_added}
+        causes: dict[tuple[str, str], None] = {}
+        for o in cpu_added:
+            for r in rules[o.index]:
+                causes[(o.type, f"{r['rule']}" + (f" ({r['source']})" if r["source"] else ""))] = None
+        because = "; ".join(f"{t} by {rule}" for t, rule in causes)
         out.append(make("convert.added-ops",
                         f"{name} on {target}: {len(cpu_added)} op(s) of a type the conversion added run on the CPU "
-                        f"({', '.join(f'{o.type} #{o.index}' for o in cpu_added[:MAX_LISTED])})", target=target,
-                        evidence={"ops": [{"index": o.index, "op": o.type, "origin": op_origin(structure, o.type)}
-                                          for o in cpu_added],
+                        f"({', '.join(f'{o.type} #{o.index}' for o in cpu_added[:MAX_LISTED])})"
+                        + (f": {because}" if because else ""), target=target,
+                        evidence={"ops": [{"index": o.index, "op": o.type, "origin": op_origin(structure, o.type),
+                                           "rules": rules[o.index]} for o in cpu_added],
                                   "source_ops": {k: structure.get("source_ops", {}).get(k, 0) for k in kinds}
                                   if structure else {},
                                   "int8_ops": {k: structure.get("int8_ops", {}).get(k, 0) for k in kinds}
@@ -64,6 +71,24 @@ def findings(report: Any, *, target: str = "", **_: Any) -> list[Finding]:
     out += _crash_findings(report, target, name)
     out += _int16_findings(report, target, name)
     out += _bsp_findings(report, target, name)
+    return out
+
+
+def _rules(target: str, op: Any) -> list[dict[str, str]]:
+    """The rules that put ``op`` on the CPU: id, the instance detail and the rule's source in the target table
+    (empty for a compiler's own reason, e.g. Vela's)."""
+    from ..targets import get_target
+    try:
+        table = get_target(target)
+    except WorkbenchError:
+        table = None
+    out = []
+    for r in op.reasons:
+        try:
+            source = table.constraint(r.constraint).source if table is not None else ""
+        except KeyError:
+            source = ""
+        out.append({"rule": r.constraint, "detail": r.detail, "source": source})
     return out
 
 
