@@ -147,7 +147,6 @@ OVERSIZE: dict[str, str] = {
     "_io": "atomic writes, sealed records, locks and portable paths in one module",
     "calibration.activations": "activation capture and statistics together",
     "evaluate.gate": "gate schema, loading and checks together",
-    "models.convert": "ONNX conversion (issue 22 work this session)",
     "models.tflite_passes": "the converter's graph passes (issue 22 work this session)",
     "placement.analyze": "placement, its report and the compiler branches together",
 }

@@ -139,7 +139,8 @@ def test_paddle_style_model_converts_with_its_card(tmp_path):
 
 
 def test_input_layout_rule():
-    from workbench.models.convert import _OnnxIO, nhwc_inputs
+    from workbench.models.convert import nhwc_inputs
+    from workbench.models.convert.onnx_source import _OnnxIO
     graph = _OnnxIO(inputs=(("nchw", (1, 3, 224, 224), False), ("nhwc", (1, 96, 96, 1), False),
                             ("vector", (1, 10), False)), outputs=("y",))
     assert nhwc_inputs(graph, "auto") == ("nhwc",)
