@@ -19,7 +19,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("inputs", ("data", "models", "targets")),
     ("stages", ("calibration", "quantize", "evaluate", "placement", "board", "models.convert",
                 "models.tflite_passes", "models.tflite_fold", "models.tflite_edit")),
-    ("built-in models", ("models.keypoints",)),     # scored with evaluate's PCK metric
+    ("built-in models", ("models.builtin", "models.reference", "models.tradeoff", "models.keypoints")),  # scored
+    # with evaluate's metrics (top-1, PCK)
     ("pipeline", ("chain", "pipeline")),
     ("runs", ("runs",)),
     ("workflows", ("run_findings", "run_summary", "explore", "sweep", "diff", "calibration.experiment")),

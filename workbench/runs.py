@@ -139,11 +139,16 @@ def _as_path(name: str) -> str:
     return os.path.abspath(name) if name and os.path.exists(name) else name
 
 
+def _is_builtin(model: str) -> bool:
+    from .models.builtin import is_builtin
+    return is_builtin(model)
+
+
 # -- the folder --------------------------------------------------------------------------------
 class RunFolder:
     """``<run_dir>/<target>/``: save and load each stage's result as JSON.
 
-    ``model`` is ``"reference"`` (the built-in reference CNN) or a path to a Keras
+    ``model`` is a built-in model's name (``"reference"``, ...) or a path to a Keras
     ``.keras``/``.h5`` file, a SavedModel folder or an ``.onnx`` file; ``dataset`` a
     name or path :func:`~workbench.load_dataset` takes.
     """
@@ -265,11 +270,10 @@ class RunFolder:
 
     @cached_property
     def reference(self) -> Any:
-        """The built-in reference model (trained once, then cached); None for a user model."""
-        if self.model_name != REFERENCE:
-            return None
-        from .models.reference import reference_model
-        return reference_model()
+        """The built-in model (``reference`` or another of the registry; trained once, then cached); None for a
+        user model."""
+        from .models.builtin import builtin_model, is_builtin
+        return builtin_model(self.model_name) if is_builtin(self.model_name) else None
 
     @property
     def source_model(self) -> str:
@@ -335,7 +339,7 @@ class RunFolder:
         fingerprint = timing.fingerprint.to_dict() if timing is not None and timing.fingerprint is not None else {}
         return RunManifest(
             run_id=self.run_id, target=self.target,
-            model=self.model_name if self.model_name == REFERENCE else Path(self.model_name).name,
+            model=self.model_name if _is_builtin(self.model_name) else Path(self.model_name).name,
             model_sha256=q.source_sha256 if q is not None else None, dataset=self.dataset_name,
             dataset_hash=cal.dataset_hash if cal is not None else None,
             calibration_id=(q.calibration_id if q is not None else None) or (cal.id if cal is not None else None),

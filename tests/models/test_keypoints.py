@@ -41,8 +41,8 @@ def test_the_model_ships_with_its_card(keypoints):
         assert contract.source.endswith("card.yaml")
     assert set(keypoints.pck) == {"daylight", "low-light", "overexposed", "motion-blur", "sensor-noise"}
     assert keypoints.pck["daylight"] > 0.5          # well above a constant guess
-    from workbench.models.keypoints import shipped_weights
-    shipped = shipped_weights()
+    from workbench.models.builtin import shipped_weights
+    shipped = shipped_weights("keypoints")
     assert keypoints.origin == "shipped" and keypoints.weights_sha256 == shipped["weights_sha256"]
     assert keypoints.pck == pytest.approx(shipped["pck"], abs=1e-9)     # the PCK recorded when they were trained
 
@@ -57,9 +57,10 @@ def test_cli_prints_the_shipped_keypoint_model(keypoints, capsys):
 
 def test_a_retrain_reports_its_distance_from_the_shipped_pck(tmp_path):
     """2 epochs to stay quick: labelled as a retrain and compared per condition with the shipped PCK."""
-    from workbench.models.keypoints import keypoint_model, shipped_weights
+    from workbench.models.builtin import shipped_weights
+    from workbench.models.keypoints import keypoint_model
     model = keypoint_model(retrain=True, epochs=2, cache_root=tmp_path)
-    assert model.origin == "retrained" and model.shipped_pck == shipped_weights()["pck"]
+    assert model.origin == "retrained" and model.shipped_pck == shipped_weights("keypoints")["pck"]
     assert "vs shipped: daylight" in model.summary() and model.distance_from_shipped().endswith(" pp")
 
 

@@ -55,10 +55,11 @@ def test_reference_is_cached(reference, digits):
 @pytest.mark.slow
 def test_training_on_a_small_subset_learns(digits):
     """Real TensorFlow training on 300 samples for 6 epochs beats chance (10%) clearly."""
-    from workbench.models.reference import accuracy_by_condition, train
-    model = train(digits, epochs=6, train_limit=300, seed=1)
+    from workbench.models.builtin import builtin_entry, score, train
+    entry = builtin_entry("reference")
+    model = train(entry, digits, epochs=6, train_limit=300, seed=1)
     assert model.inputs[0].shape[0] == 1                      # deployment model: batch 1
-    acc = accuracy_by_condition(model, digits)
+    acc = score(entry, model, digits)
     assert acc["daylight"] > 0.4
 
 
@@ -88,8 +89,8 @@ def test_read_tflite_rejects_garbage(tmp_path):
 def test_reference_uses_the_shipped_weights_and_reproduces_their_numbers(reference):
     """Every machine evaluates the same shipped model: the accuracy measured here is the one recorded
     when the weights were trained (same test split, same weights), to the sample."""
-    from workbench.models.reference import shipped_weights
-    shipped = shipped_weights()
+    from workbench.models.builtin import shipped_weights
+    shipped = shipped_weights("reference")
     assert reference.origin == "shipped"
     assert reference.weights_sha256 == shipped["weights_sha256"]
     assert reference.accuracy == pytest.approx(shipped["accuracy"], abs=1e-9)
@@ -97,17 +98,19 @@ def test_reference_uses_the_shipped_weights_and_reproduces_their_numbers(referen
 
 
 def test_damaged_shipped_weights_are_refused(tmp_path, monkeypatch):
+    import dataclasses
     import shutil
 
-    from workbench.models import reference as ref
+    from workbench.models import builtin
+    entry = builtin.builtin_entry("reference")
     copy = tmp_path / "weights"
-    shutil.copytree(ref.SHIPPED_DIR, copy)
+    shutil.copytree(entry.weights, copy)
     data = bytearray((copy / "reference.npz").read_bytes())
     data[-10] ^= 0xFF
     (copy / "reference.npz").write_bytes(bytes(data))
-    monkeypatch.setattr(ref, "SHIPPED_DIR", copy)
+    monkeypatch.setitem(builtin.BUILTIN_MODELS, "reference", dataclasses.replace(entry, weights=copy))
     with pytest.raises(ModelError, match=r"reference.npz: sha256 .* differs .*restore them"):
-        ref.shipped_weights()
+        builtin.shipped_weights("reference")
 
 
 def test_a_damaged_export_in_the_cache_is_rebuilt(tmp_path, digits):
@@ -116,7 +119,7 @@ def test_a_damaged_export_in_the_cache_is_rebuilt(tmp_path, digits):
     first = reference_model(dataset=digits, cache_root=tmp_path)
     with open(first.tflite, "r+b") as handle:       # truncate one export
         handle.truncate(100)
-    with pytest.warns(WorkbenchWarning, match="damaged or incomplete; rebuilding"):
+    with pytest.warns(WorkbenchWarning, match="model_fp32.tflite does not match its sha256.*computed again"):
         again = reference_model(dataset=digits, cache_root=tmp_path)
     assert not again.cache_hit and again.accuracy == first.accuracy
     assert read_tflite(again.tflite).op_types()

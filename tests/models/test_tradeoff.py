@@ -34,9 +34,9 @@ def int8(tradeoff, digits, tmp_path_factory):
 
 
 def test_the_shipped_weights_are_small_recorded_and_used(tradeoff):
-    from workbench.models.tradeoff import SHIPPED_DIR, shipped_weights
-    shipped = shipped_weights()
-    npz = SHIPPED_DIR / "tradeoff.npz"
+    from workbench.models.builtin import builtin_entry, shipped_weights
+    shipped = shipped_weights("tradeoff")
+    npz = builtin_entry("tradeoff").weights / "tradeoff.npz"
     assert npz.stat().st_size < 100_000
     assert shipped["seed"] == 0 and shipped["epochs"] == 20 and shipped["dataset"] == "digits-conditions"
     assert {"split", "condition", "augment", "loss", "optimizer", "batch_size"} <= set(shipped["training"])
@@ -87,19 +87,23 @@ def test_cli_prints_the_shipped_model(tradeoff, capsys):
 
 
 def test_damaged_shipped_weights_are_refused_or_warned_about(tmp_path, monkeypatch):
-    from workbench.models import tradeoff as mod
+    import dataclasses
+
+    from workbench.models import builtin
+    from workbench.models.tradeoff import tradeoff_model
+    entry = builtin.builtin_entry("tradeoff")
     copy = tmp_path / "weights"
-    shutil.copytree(mod.SHIPPED_DIR, copy)
+    shutil.copytree(entry.weights, copy)
     data = bytearray((copy / "tradeoff.npz").read_bytes())
     data[-10] ^= 0xFF
     (copy / "tradeoff.npz").write_bytes(bytes(data))
-    monkeypatch.setattr(mod, "SHIPPED_DIR", copy)
+    monkeypatch.setitem(builtin.BUILTIN_MODELS, "tradeoff", dataclasses.replace(entry, weights=copy))
     with pytest.raises(ModelError, match=r"tradeoff.npz: sha256 .* differs .*restore them.*model tradeoff --retrain"):
-        mod.shipped_weights()
+        builtin.shipped_weights("tradeoff")
     with pytest.raises(ModelError, match="differs"):     # the default model refuses to load other weights
-        mod.tradeoff_model(cache_root=tmp_path / "cache")
+        tradeoff_model(cache_root=tmp_path / "cache")
     with pytest.warns(WorkbenchWarning, match="not comparing with the shipped accuracy"):
-        assert mod.shipped_weights(strict=False) is None   # what a --retrain does
+        assert builtin.shipped_weights("tradeoff", strict=False) is None   # what a --retrain does
 
 
 def test_weights_of_another_architecture_are_refused(tmp_path):
@@ -114,10 +118,11 @@ def test_weights_of_another_architecture_are_refused(tmp_path):
 @pytest.mark.slow
 def test_retrain_reports_its_distance_from_the_shipped_accuracy(tmp_path, digits):
     """A retrain (2 epochs here, to stay quick) is labelled and compared per condition with the shipped model."""
-    from workbench.models.tradeoff import shipped_weights, tradeoff_model
+    from workbench.models.builtin import shipped_weights
+    from workbench.models.tradeoff import tradeoff_model
     model = tradeoff_model(dataset=digits, retrain=True, epochs=2, cache_root=tmp_path)
-    assert model.origin == "retrained" and model.shipped_accuracy == shipped_weights()["accuracy"]
-    assert model.weights_sha256 != shipped_weights()["weights_sha256"]
+    assert model.origin == "retrained" and model.shipped_accuracy == shipped_weights("tradeoff")["accuracy"]
+    assert model.weights_sha256 != shipped_weights("tradeoff")["weights_sha256"]
     text = model.distance_from_shipped()
     assert [part.split()[0] for part in text.split(", ")] == list(model.accuracy)
     assert all(part.endswith(" pp") for part in text.split(", ")) and "vs shipped" in model.summary()

@@ -264,6 +264,7 @@ def _boards(board: str | Mapping[str, str] | None, targets: list[str]) -> dict[s
 
 def _relative(value: str, out_dir: Path) -> str:
     """A path the user gave, made relative to the kernels' working folder (``out``)."""
-    if value == "reference" or not Path(value).exists():
+    from ..models.builtin import is_builtin
+    if is_builtin(value) or not Path(value).exists():
         return value
     return os.path.relpath(Path(value).resolve(), out_dir)

@@ -35,8 +35,8 @@ def _add_data_model(parser: argparse.ArgumentParser, *, model_required: bool) ->
     parser.add_argument("--data", default="digits-conditions",
                         help="built-in name, folder, CSV manifest or .npz (default: digits-conditions)")
     parser.add_argument("--model", required=model_required,
-                        help="FP32 model (.keras/.h5, SavedModel folder, .onnx or FP32 .tflite), or 'reference' for "
-                             "the built-in reference CNN")
+                        help="FP32 model (.keras/.h5, SavedModel folder, .onnx or FP32 .tflite), or a built-in "
+                             "model's name ('reference', ...)")
     from ..evaluate.commands import add_input_spec_flag
     add_input_spec_flag(parser)
 
@@ -91,10 +91,8 @@ def register(sub) -> None:
 
 
 def _resolve_model(name: str | None, data):
-    if name is None or name != "reference":
-        return name
-    from ..models.reference import reference_model
-    return reference_model(dataset=data).keras
+    from ..models.builtin import builtin_path
+    return builtin_path(name, dataset=data)
 
 
 def _calibrate(args) -> int:

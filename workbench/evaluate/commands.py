@@ -16,8 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "and FP32/INT8 agreement.  With a gate (--gate FILE, --max-drop, --min-agreement) the "
                     "command exits 1 when the gate fails.")
     p.add_argument("fp32", metavar="FP32",
-                   help="the FP32 model (.keras/.h5, SavedModel folder, .tflite, .onnx), or 'reference' for the "
-                        "reference model's FP32 .tflite, or 'keypoints' for the built-in keypoint model's")
+                   help="the FP32 model (.keras/.h5, SavedModel folder, .tflite, .onnx), or a built-in model's name "
+                        "('reference', 'keypoints', ...: its FP32 .tflite)")
     p.add_argument("candidates", metavar="INT8", nargs="+", help="one or more candidate models")
     p.add_argument("--data", "--dataset", dest="data", default="digits-conditions",
                    help="dataset name or path (default: digits-conditions)")
@@ -72,13 +72,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         if args.min_agreement is not None:
             changes["min_agreement"] = args.min_agreement
         gate = dataclasses.replace(gate, **changes)
-    fp32 = args.fp32
-    if fp32 == "reference":
-        from ..models.reference import reference_model
-        fp32 = reference_model().tflite
-    elif fp32 == "keypoints":
-        from ..models.keypoints import keypoint_model
-        fp32 = keypoint_model().tflite
+    from ..models.builtin import builtin_path
+    fp32 = builtin_path(args.fp32, export="tflite")
     names = [n.strip() for n in args.names.split(",")] if args.names else None
     if names is not None and len(names) != len(args.candidates):
         raise EvaluationError(f"--names gives {len(names)} name(s) for {len(args.candidates)} candidate model(s).")

@@ -87,9 +87,9 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
         if split not in data.splits:
             raise DataError(f"dataset {data.name!r} has no {split!r} split (splits: {', '.join(data.splits)}); "
                             "the explorer calibrates from 'calibration' and measures on 'test'.")
-    if isinstance(model, str) and model == "reference":
-        from ..models.reference import reference_model
-        model = reference_model(dataset=data)
+    from ..models.builtin import builtin_model, is_builtin
+    if is_builtin(model):
+        model = builtin_model(model, data)
     if isinstance(conditions, str):
         conditions = [c.strip() for c in conditions.split(",") if c.strip() and c.strip() != "all"]
     if not conditions:

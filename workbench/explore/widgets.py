@@ -252,8 +252,9 @@ class Explorer(ExplorerEngine):
             self.update()
 
     def _cli_model(self) -> str:
-        from ..models.reference import ReferenceModel
-        return "reference" if isinstance(self.model, ReferenceModel) else self.keras_path
+        from ..models.builtin import is_builtin
+        name = getattr(self.model, "name", None)
+        return str(name) if is_builtin(name) else self.keras_path
 
     def _cli_text(self) -> str:
         try:

@@ -1,24 +1,19 @@
-"""`workbench model reference|tradeoff|keypoints` (the built-in models), `workbench model convert`."""
+"""`workbench model NAME` (one per built-in model of :mod:`workbench.models.builtin`), `workbench model convert`."""
 
 from __future__ import annotations
 
 
 def register(sub) -> None:
     from .._cli import add_json_flag
-    model = sub.add_parser("model", help="the built-in models (reference, trade-off, keypoints) and ONNX conversion")
+    from .builtin import BUILTIN_MODELS
+    model = sub.add_parser("model", help="the built-in models and ONNX conversion")
     model_sub = model.add_subparsers(dest="model_command", metavar="ACTION", required=True)
-    ref = model_sub.add_parser("reference", help="the reference CNN (shipped weights, or --retrain); print its "
-                                                 "exports and FP32 accuracy per condition")
-    _builtin_flags(ref, metric="accuracy", data=True)
-    ref.set_defaults(func=_reference)
-    trade = model_sub.add_parser("tradeoff", help="the trade-off demo model of `workbench sweep` (shipped weights, or "
-                                                  "--retrain); print its exports and FP32 accuracy per condition")
-    _builtin_flags(trade, metric="accuracy", data=True)
-    trade.set_defaults(func=_tradeoff)
-    kp = model_sub.add_parser("keypoints", help="the keypoint regression model on digits-keypoints (shipped weights, "
-                                                "or --retrain); print its exports and FP32 PCK per condition")
-    _builtin_flags(kp, metric="PCK", data=False)
-    kp.set_defaults(func=_keypoints)
+    for entry in BUILTIN_MODELS.values():
+        label = entry.result.LABEL
+        parser = model_sub.add_parser(entry.name, help=f"{entry.description} (shipped weights, or --retrain); "
+                                                       f"print its exports and {label} per condition")
+        _builtin_flags(parser, metric=label, data=None if entry.own_dataset_only else entry.dataset)
+        parser.set_defaults(func=_builtin, builtin=entry.name)
     conv = model_sub.add_parser("convert", help="convert an FP32 .onnx to a SavedModel and FP32 .tflite with onnx2tf "
                                                 "(its pinned tool env), NCHW->NHWC recorded, checked against ONNX "
                                                 "Runtime; quantize does this itself, this shows it")
@@ -35,12 +30,12 @@ def register(sub) -> None:
     conv.set_defaults(func=_convert)
 
 
-def _builtin_flags(parser, *, metric: str, data: bool) -> None:
-    """The flags every built-in model command takes (``--data`` where it trains on a chosen dataset)."""
+def _builtin_flags(parser, *, metric: str, data: str | None) -> None:
+    """The flags every built-in model command takes (``--data``, default ``data``, where it trains on a chosen
+    dataset)."""
     from .._cli import add_json_flag
     if data:
-        parser.add_argument("--data", default="digits-conditions",
-                            help="dataset to train on (default: digits-conditions)")
+        parser.add_argument("--data", default=data, help=f"dataset to train on (default: {data})")
         parser.add_argument("--seed", type=int, default=0)
     else:
         parser.add_argument("--seed", type=int, default=0, help="seed of the dataset and the training (default: 0)")
@@ -72,40 +67,21 @@ def _convert(args) -> int:
     return 0
 
 
-def _reference(args) -> int:
-    from .reference import reference_model
-    ref = reference_model(dataset=args.data, seed=args.seed, cache=not args.no_cache, retrain=args.retrain)
-    return _emit_builtin(ref, args)
-
-
-def _tradeoff(args) -> int:
-    from .tradeoff import tradeoff_model
-    model = tradeoff_model(dataset=args.data, seed=args.seed, cache=not args.no_cache, retrain=args.retrain)
-    return _emit_builtin(model, args)
-
-
-def _keypoints(args) -> int:
-    from .keypoints import keypoint_model
-    model = keypoint_model(seed=args.seed, cache=not args.no_cache, retrain=args.retrain)
-    return _emit_builtin(model, args, values=model.pck, shipped=model.shipped_pck, label="FP32 PCK",
-                         kinds=("keras", "saved_model", "tflite"))
-
-
-EXPORTS = ("keras", "saved_model", "tflite", "onnx")
-
-
-def _emit_builtin(ref, args, *, values: dict[str, float] | None = None, shipped: dict[str, float] | None = None,
-                  label: str = "FP32 top-1", kinds: tuple[str, ...] = EXPORTS) -> int:
+def _builtin(args) -> int:
     """Exports, then the metric per condition (with the shipped value and the difference after a retrain)."""
     from .._cli import emit
     from ..vocab import ModelOrigin
-    values = ref.accuracy if values is None else values
-    shipped = (ref.shipped_accuracy if shipped is None else shipped) if ref.origin == ModelOrigin.RETRAINED else None
-    lines = [ref.summary(), ""]
-    for kind in kinds:
-        lines.append(f"{kind:<12} {getattr(ref, kind)}")
-    if ref.weights_sha256:
-        lines.append(f"{'weights':<12} sha256 {ref.weights_sha256}")
+    from .builtin import builtin_entry, builtin_model
+    entry = builtin_entry(args.builtin)
+    model = builtin_model(entry.name, getattr(args, "data", None), seed=args.seed, cache=not args.no_cache,
+                          retrain=args.retrain)
+    values, label = model.values, model.LABEL
+    shipped = model.shipped_values if model.origin == ModelOrigin.RETRAINED else None
+    lines = [model.summary(), ""]
+    for kind in entry.exports:
+        lines.append(f"{kind:<12} {getattr(model, kind)}")
+    if model.weights_sha256:
+        lines.append(f"{'weights':<12} sha256 {model.weights_sha256}")
     lines += ["", f"{'condition':<14}{label:>12}"]
     if shipped:
         lines[-1] += f"{'shipped':>12}{'difference':>12}"
@@ -113,5 +89,5 @@ def _emit_builtin(ref, args, *, values: dict[str, float] | None = None, shipped:
                   f"{100 * (a - shipped.get(c, float('nan'))):>+10.1f} pp" for c, a in values.items()]
     else:
         lines += [f"{c:<14}{a:>12.2%}" for c, a in values.items()]
-    emit(ref, as_json=args.json, text="\n".join(lines))
+    emit(model, as_json=args.json, text="\n".join(lines))
     return 0

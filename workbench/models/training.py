@@ -66,18 +66,6 @@ def recipe(*, augment: str, loss: str, batch_size: int = BATCH_SIZE, learning_ra
             "optimizer": f"Adam {learning_rate:g}, cosine decay per epoch", "batch_size": batch_size}
 
 
-def top1_by_condition(build: Build, model, dataset, split: str = "test") -> dict[str, float]:
-    """FP32 top-1 of a Keras model per condition (batched through the batch-free twin ``build(None)``)."""
-    free = build(None)
-    free.set_weights(model.get_weights())
-    out = {}
-    for cond in dataset.select(split=split).conditions:
-        subset = dataset.select(split=split, condition=cond)
-        scores = free.predict(subset.x, batch_size=256, verbose=0)
-        out[cond] = float(np.mean(np.argmax(scores, axis=1) == subset.y))
-    return out
-
-
 def weights_sha256(model) -> str:
     """sha256 of a Keras model's weights (names, shapes and float32 bytes, in order)."""
     digest = []

@@ -167,11 +167,9 @@ def _bsp_for(target: str, bsp: str | None, n_targets: int) -> str | None:
 
 def _run_sweep(args: argparse.Namespace, ids: list[str]) -> int:
     from .._cli import emit
+    from ..models.builtin import builtin_path
     from .compare import compare_placement
-    model = args.model
-    if model == "reference":
-        from ..models.reference import reference_model
-        model = reference_model().keras
+    model = builtin_path(args.model)
     comparison = compare_placement(model, ids, input_sizes=_sizes(args.sizes), use_vela=not args.no_vela,
                                    bsp=args.bsp)
     emit(comparison, as_json=args.json, text=comparison.format_sweep())

@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "for --backend onnx; the result "
                     "is read back and checked against the recipe, cached, and written with "
                     "model_manifest.json beside it.")
-    p.add_argument("model", metavar="MODEL", help="model file/folder, or 'reference'")
+    p.add_argument("model", metavar="MODEL", help="model file/folder, or a built-in model's name ('reference', ...)")
     p.add_argument("--data", "--dataset", dest="data", default="digits-conditions",
                    help="dataset name or path for calibration samples (default: digits-conditions)")
     p.add_argument("--split", default="calibration",
@@ -79,12 +79,9 @@ def _quantize(args: argparse.Namespace) -> int:
     if args.allow_float:
         changes["allow_float_fallback"] = True
     recipe = get_recipe(args.recipe, backend=args.backend, **changes)
-    model = args.model
-    if model == "reference":
-        from ..models.reference import reference_model
-        ref = reference_model()
-        # the .keras file the batch (RunFolder.source_model) and the explorer quantize: the same bytes
-        model = ref.onnx if recipe.backend == "onnx" else ref.keras
+    from ..models.builtin import builtin_path
+    # a built-in model: the .keras file the batch (RunFolder.source_model) and the explorer quantize (same bytes)
+    model = builtin_path(args.model, export="onnx" if recipe.backend == "onnx" else "keras")
     dataset = load_dataset(args.data)
     if isinstance(args.calibration, str):          # a curated set: its sample ids refer to DATASET
         from ..calibration.curate import CalibrationSet

@@ -71,17 +71,14 @@ def scheduler_address(scheduler: str | None) -> tuple[str | None, str]:
 
 
 def resolve_model(model: str, dataset: str) -> str:
-    """A model path for ``tradeoff``/``reference`` (trained or cached) or a given path."""
-    if model == "tradeoff":
-        from ..models.tradeoff import tradeoff_model
-        return tradeoff_model(dataset=dataset).keras
-    if model == "reference":
-        from ..models.reference import reference_model
-        return reference_model(dataset=dataset).keras
+    """A built-in model's ``.keras`` (trained or cached) or a given path."""
+    from ..models.builtin import builtin_names, builtin_path, is_builtin
+    if is_builtin(model):
+        return builtin_path(model, dataset=dataset)
     from pathlib import Path
     if not Path(model).exists():
-        raise SweepError(f"model {model!r} does not exist; give a Keras/SavedModel/ONNX path, or 'tradeoff' / "
-                         "'reference' for a built-in model.")
+        raise SweepError(f"model {model!r} does not exist; give a Keras/SavedModel/ONNX path, or a built-in model "
+                         f"({', '.join(map(repr, builtin_names()))}).")
     return str(Path(model).resolve())
 
 

@@ -21,7 +21,7 @@ def tf_to_onnx(path: str | os.PathLike, fmt: str, *, opset: int = 17, cache: boo
     tf2onnx runs in the workbench's environment (``from_keras`` does not work with Keras 3:
     Keras goes through a batch-1 SavedModel).  Cached by content; returns the ONNX path and
     what the manifest records about the conversion."""
-    from ...models.reference import export_onnx
+    from ...models.export import export_onnx
     source = Path(path)
     versions = tf2onnx_versions()
     key = stable_hash({"source": sha256_file(source), "format": fmt, "opset": opset, "tools": versions,
