@@ -145,7 +145,6 @@ def test_the_checks_see_a_circle_and_an_upward_import():
 #: collided with it.  Next: split each by responsibility (board.timing: options/session/result; models.predict:
 #: one module per runtime; quantize.equalize: CLE and bias correction; evaluate.gate: schema/checks/report ...).
 OVERSIZE: dict[str, str] = {
-    "_io": "atomic writes, sealed records, locks and portable paths in one module",
     "calibration.activations": "activation capture and statistics together",
     "evaluate.gate": "gate schema, loading and checks together",
     "models.tflite_passes": "the converter's graph passes (issue 22 work this session)",

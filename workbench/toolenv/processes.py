@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .._io import _alive
+from .._io.temporaries import _alive
 
 # -- the tool's processes live and die with the workbench ---------------------------------------------
 # A tool runs in its own process group (its children too), started through a tiny wrapper that asks the
