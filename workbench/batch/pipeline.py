@@ -142,6 +142,10 @@ def run_batch(targets: Sequence[str] | str = TARGETS, *, spec: RunSpec | None = 
         raise BatchError("--record keeps a board session: it needs --board.")
     if o.timeout is not None:
         check_range("timeout", o.timeout, 0.0, None, error=BatchError, low_open=True)
+    # a custom op in a float .tflite stops every target's quantization: named now, not after the kernels ran
+    if isinstance(model, (str, os.PathLike)) and str(model).endswith(".tflite") and Path(model).is_file():
+        from ..models.tflite_graph import check_no_custom_ops
+        check_no_custom_ops(Path(model))
     if out_dir.exists() and not out_dir.is_dir():
         raise BatchError(f"--out {out}: is {'a file' if out_dir.is_file() else 'not a folder'}; the batch writes "
                          "a folder of reports. Give a folder (new or existing).")

@@ -221,3 +221,20 @@ def tflite_metadata(path: str | os.PathLike) -> dict[str, bytes]:
         return out
     except Exception as exc:
         raise ModelError(f"{path}: the TFLite file's metadata is unreadable ({type(exc).__name__}: {exc}).") from exc
+
+
+def check_no_custom_ops(source: Path) -> None:
+    """Refuse a float .tflite holding custom ops, naming each, from the file's operator codes (no conversion
+    runs first): calibration runs the float model, and no runtime here has a custom op's kernel."""
+    graph = read_tflite(source)
+    custom = [op for op in graph.ops if op.is_custom]
+    if not custom:
+        return
+    kinds = sorted({op.type for op in custom})
+    shown = ", ".join(f"#{op.index} {op.type!r} (output {op.name!r})" for op in custom[:6])
+    more = f" and {len(custom) - 6} more" if len(custom) > 6 else ""
+    raise ModelError(
+        f"{source}: {len(custom)} custom op(s) ({', '.join(map(repr, kinds))}): {shown}{more}. Quantization runs "
+        "the float model on the calibration samples and neither LiteRT here nor the NPU compilers have a kernel "
+        "for a custom op. Next: export the model without it (replace it by builtin ops, e.g. a MediaPipe "
+        "Convolution2DTransposeBias by TRANSPOSE_CONV + ADD), or quantize the source model it came from.")

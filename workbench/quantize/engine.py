@@ -24,6 +24,7 @@ from .. import __version__
 from .._io import entry_lock, read_json, sha256_file
 from .._results import Result
 from ..errors import ModelError, QuantizationError, WorkbenchWarning
+from ..models.tflite_graph import check_no_custom_ops
 from .calibration_samples import (
     MIN_CALIBRATION_SAMPLES,
     apply_contract,
@@ -255,24 +256,6 @@ def _check_backend(source: Path, fmt: str, rec: QuantRecipe) -> None:
                              "model: give the FP32 .tflite, the Keras .keras/.h5, SavedModel folder or .onnx it "
                              "came from.")
         check_no_custom_ops(source)
-
-
-def check_no_custom_ops(source: Path) -> None:
-    """Refuse a float .tflite holding custom ops, naming each, from the file's operator codes (no conversion
-    runs first): calibration runs the float model, and no runtime here has a custom op's kernel."""
-    from ..models.tflite_graph import read_tflite
-    graph = read_tflite(source)
-    custom = [op for op in graph.ops if op.is_custom]
-    if not custom:
-        return
-    kinds = sorted({op.type for op in custom})
-    shown = ", ".join(f"#{op.index} {op.type!r} (output {op.name!r})" for op in custom[:6])
-    more = f" and {len(custom) - 6} more" if len(custom) > 6 else ""
-    raise ModelError(
-        f"{source}: {len(custom)} custom op(s) ({', '.join(map(repr, kinds))}): {shown}{more}. Quantization runs "
-        "the float model on the calibration samples and neither LiteRT here nor the NPU compilers have a kernel "
-        "for a custom op. Next: export the model without it (replace it by builtin ops, e.g. a MediaPipe "
-        "Convolution2DTransposeBias by TRANSPOSE_CONV + ADD), or quantize the source model it came from.")
 
 
 def _toolchain(backend: str, fmt: str = "keras") -> dict[str, str]:
