@@ -147,7 +147,6 @@ def test_the_checks_see_a_circle_and_an_upward_import():
 OVERSIZE: dict[str, str] = {
     "calibration.activations": "activation capture and statistics together",
     "evaluate.gate": "gate schema, loading and checks together",
-    "models.tflite_passes": "the converter's graph passes (issue 22 work this session)",
     "placement.analyze": "placement, its report and the compiler branches together",
 }
 

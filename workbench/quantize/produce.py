@@ -103,7 +103,7 @@ def quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: Calibration,
         report: dict[str, Any] = {}
         data = quantize_tflite(work, work_fmt, rec, calib.x, report)
         ranges = report.get("ranges")
-    if rec.backend == "tflite":   # exact rewrites of what a converter added (workbench/models/tflite_passes.py)
+    if rec.backend == "tflite":   # exact rewrites of what a converter added (workbench/models/tflite_passes/)
         from ..models.tflite_fold import fold_lines
         from ..models.tflite_passes import apply_passes
         data, passes = apply_passes(data)

@@ -1,21 +1,5 @@
-"""Exact structural passes on a ``.tflite`` flatbuffer: undo what a converter added, never change a number.
-
-onnx2tf writes an ONNX depthwise convolution (``Conv`` with ``group == channels``) as a grouped
-``CONV_2D`` whenever its strides differ along H and W (TensorFlow's CPU depthwise kernel refuses
-unequal strides; TFLite's does not), and layout changes around some ops as ``TRANSPOSE`` pairs.
-The NPUs run ``DEPTHWISE_CONV_2D`` and few run grouped ``CONV_2D``; a ``TRANSPOSE`` is a CPU island
-on most targets.  These passes rewrite the (FP32 or quantized) flatbuffer:
-
-* :func:`grouped_conv_to_depthwise`: a ``CONV_2D`` whose filter is ``[C, kh, kw, 1]`` on a C-channel
-  input is a depthwise convolution with multiplier 1: the filter becomes ``[1, kh, kw, C]`` (per-channel
-  scales move from dimension 0 to 3), strides/padding/dilation/activation are kept.  Integer arithmetic
-  is the same sum over the same products, so the outputs are identical;
-* :func:`cancel_transpose_pairs`: ``TRANSPOSE(p)`` feeding only ``TRANSPOSE(q)`` with ``q`` after ``p``
-  the identity (and the same quantization on both ends) is removed; the consumers read the first one's
-  input.
-
-:func:`apply_passes` runs both and returns what it did (recorded in the manifest).
-"""
+"""Passes on layout ``TRANSPOSE`` ops a converter added: pairs that cancel around a layout-free region, a
+``TRANSPOSE`` before a reduction folded into its axes, and a channel shuffle taken through NCHW done on NHWC."""
 
 from __future__ import annotations
 
@@ -23,104 +7,12 @@ from typing import Any
 
 import numpy as np
 
-PASSES_VERSION = 4     # bump when a pass (or tflite_fold) changes (enters the quantize cache key)
-
-
-def _read(data: bytes) -> Any:
-    from ai_edge_litert.tools import flatbuffer_utils as fu
-    return fu.read_model_from_bytearray(bytearray(data))
-
-
-def _write(model: Any) -> bytes:
-    from ai_edge_litert.tools import flatbuffer_utils as fu
-    return bytes(fu.convert_object_to_bytearray(model))
-
-
-def _code(model: Any, op: Any) -> int:
-    c = model.operatorCodes[op.opcodeIndex]
-    return int(max(c.builtinCode, c.deprecatedBuiltinCode))
-
-
-def _opcode(model: Any, builtin: int, version: int) -> int:
-    from ai_edge_litert import schema_py_generated as fb
-    for i, c in enumerate(model.operatorCodes):
-        if max(c.builtinCode, c.deprecatedBuiltinCode) == builtin:
-            c.version = max(int(c.version), version)
-            return i
-    code = fb.OperatorCodeT()
-    code.builtinCode = builtin
-    code.deprecatedBuiltinCode = min(builtin, 127)
-    code.version = version
-    model.operatorCodes.append(code)
-    return len(model.operatorCodes) - 1
-
-
-def _buffer_array(model: Any, tensor: Any, dtype: Any) -> np.ndarray | None:
-    buf = model.buffers[tensor.buffer]
-    if buf.data is None or not len(buf.data):
-        return None
-    return np.frombuffer(bytes(np.asarray(buf.data, np.uint8)), dtype).reshape([int(d) for d in tensor.shape])
-
-
-_NP = {0: np.float32, 1: np.float16, 9: np.int8, 3: np.uint8, 7: np.int16, 2: np.int32}
-
-
-def grouped_conv_to_depthwise(data: bytes) -> tuple[bytes, int]:
-    """``CONV_2D`` with a ``[C, kh, kw, 1]`` filter on a C-channel input -> ``DEPTHWISE_CONV_2D``."""
-    from ai_edge_litert import schema_py_generated as fb
-    model = _read(data)
-    changed = 0
-    for sg in model.subgraphs:
-        users: dict[int, int] = {}
-        for op in sg.operators:
-            for i in op.inputs:
-                users[int(i)] = users.get(int(i), 0) + 1
-        for op in sg.operators:
-            if _code(model, op) != fb.BuiltinOperator.CONV_2D or len(op.inputs) < 2:
-                continue
-            x, w = sg.tensors[int(op.inputs[0])], sg.tensors[int(op.inputs[1])]
-            if x.shape is None or w.shape is None or len(x.shape) != 4 or len(w.shape) != 4:
-                continue
-            c = int(x.shape[3])
-            if c <= 1 or int(w.shape[3]) != 1 or int(w.shape[0]) != c or users.get(int(op.inputs[1]), 0) != 1:
-                continue
-            dtype = _NP.get(int(w.type))
-            values = _buffer_array(model, w, dtype) if dtype is not None else None
-            if values is None:
-                continue
-            new = np.ascontiguousarray(values.transpose(3, 1, 2, 0))      # [C,kh,kw,1] -> [1,kh,kw,C]
-            buf = fb.BufferT()
-            buf.data = np.frombuffer(new.tobytes(), np.uint8)
-            model.buffers.append(buf)
-            w.buffer = len(model.buffers) - 1
-            w.shape = np.asarray(new.shape, np.int32)
-            if w.shapeSignature is not None and len(w.shapeSignature):
-                w.shapeSignature = np.asarray(new.shape, np.int32)
-            if w.quantization is not None and w.quantization.scale is not None and len(w.quantization.scale) > 1:
-                w.quantization.quantizedDimension = 3
-            old = op.builtinOptions
-            opts = fb.DepthwiseConv2DOptionsT()
-            opts.padding, opts.strideW, opts.strideH = old.padding, old.strideW, old.strideH
-            opts.depthMultiplier = 1
-            opts.fusedActivationFunction = old.fusedActivationFunction
-            opts.dilationWFactor, opts.dilationHFactor = old.dilationWFactor, old.dilationHFactor
-            op.builtinOptionsType = fb.BuiltinOptions.DepthwiseConv2DOptions
-            op.builtinOptions = opts
-            version = 5 if int(x.type) == fb.TensorType.INT16 else (3 if int(x.type) == fb.TensorType.INT8 else 2)
-            op.opcodeIndex = _opcode(model, fb.BuiltinOperator.DEPTHWISE_CONV_2D, version)
-            changed += 1
-    return (_write(model), changed) if changed else (data, 0)
-
+from .flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _op_names, _read, _write
 
 _UNARY = {"HARD_SWISH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "LEAKY_RELU", "ABS",
           "NEG", "EXP", "SQRT", "RSQRT", "ELU", "GELU", "QUANTIZE", "DEQUANTIZE", "CAST", "FLOOR", "CEIL",
           "ROUND", "SQUARE", "SIN", "COS", "LOG"}
 _BINARY = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW", "FLOOR_DIV"}
-
-
-def _op_names() -> dict[int, str]:
-    from ai_edge_litert import schema_py_generated as fb
-    return {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_") and isinstance(v, int)}
 
 
 def cancel_transpose_pairs(data: bytes) -> tuple[bytes, int]:
@@ -279,82 +171,6 @@ def _rewrite_region(model: Any, sg: Any, names: dict[int, str], p: list[int], en
     return len(entries) + len(exits)
 
 
-_FUSABLE = ("ADD", "SUB", "MUL", "DIV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
-            "MAX_POOL_2D", "CONCATENATION")
-_ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
-
-
-def fuse_activations(data: bytes) -> tuple[bytes, int]:
-    """A float model's ``RELU``/``RELU6``/``RELU_N1_TO_1`` op fused into the op that produces its input
-    (``fused_activation_function``), when that op has none and nothing else reads its output.
-
-    The TFLite converter fuses them; a float ``.tflite`` written without (MediaPipe's BlazeFace: 17 RELU
-    after ADD) quantized as it is would give the ADD an output range with the negatives the RELU then
-    drops: half the INT8 codes wasted, measured -1.1 dB on BlazeFace's scores.  Same arithmetic in float."""
-    model = _read(data)
-    names = _op_names()
-    fused = 0
-    for sg in model.subgraphs:
-        producer = {int(o): op for op in sg.operators for o in op.outputs}
-        users: dict[int, int] = {}
-        for op in sg.operators:
-            for i in op.inputs:
-                users[int(i)] = users.get(int(i), 0) + 1
-        outputs = {int(o) for o in sg.outputs}
-        rename: dict[int, int] = {}
-        drop: list[Any] = []
-        for op in sg.operators:
-            act = _ACTIVATIONS.get(names.get(_code(model, op), ""))
-            if act is None or len(op.inputs) != 1:
-                continue
-            src = int(op.inputs[0])
-            prod = producer.get(src)
-            if prod is None or names.get(_code(model, prod)) not in _FUSABLE or users.get(src, 0) != 1:
-                continue
-            if src in outputs or prod.builtinOptions is None \
-                    or not hasattr(prod.builtinOptions, "fusedActivationFunction") \
-                    or int(prod.builtinOptions.fusedActivationFunction) != 0:
-                continue
-            if any(any(d is p for d in drop) for p in (prod,)):
-                continue
-            prod.builtinOptions.fusedActivationFunction = act
-            out = int(op.outputs[0])
-            prod.outputs = [out]                 # the producer writes the activation's output tensor
-            rename[src] = out
-            drop.append(op)
-            fused += 1
-        if drop:
-            sg.operators = [op for op in sg.operators if all(op is not d for d in drop)]
-            _drop_unused_tensors(model, sg)
-    return (_write(model), fused) if fused else (data, 0)
-
-
-def _drop_unused_tensors(model: Any, sg: Any) -> None:
-    """Remove tensors no op, graph input/output or signature refers to (LiteRT leaves them unallocated,
-    and AI Edge Quantizer's calibration reads every tensor), renumbering the references."""
-    used = {int(i) for op in sg.operators for i in list(op.inputs) + list(op.outputs) if int(i) >= 0}
-    used |= {int(i) for i in sg.inputs} | {int(i) for i in sg.outputs}
-    for op in sg.operators:
-        if op.intermediates is not None:
-            used |= {int(i) for i in op.intermediates if int(i) >= 0}
-    index = {old: new for new, old in enumerate(sorted(used))}
-    if len(index) == len(sg.tensors):
-        return
-    sg.tensors = [sg.tensors[old] for old in sorted(used)]
-    for op in sg.operators:
-        op.inputs = [index[int(i)] if int(i) >= 0 else -1 for i in op.inputs]
-        op.outputs = [index[int(i)] for i in op.outputs]
-        if op.intermediates is not None:
-            op.intermediates = [index[int(i)] if int(i) >= 0 else -1 for i in op.intermediates]
-    sg.inputs = np.asarray([index[int(i)] for i in sg.inputs], np.int32)
-    sg.outputs = np.asarray([index[int(i)] for i in sg.outputs], np.int32)
-    position = model.subgraphs.index(sg)
-    for sig in model.signatureDefs or []:
-        if int(sig.subgraphIndex) == position:
-            for tm in list(sig.inputs or []) + list(sig.outputs or []):
-                tm.tensorIndex = index[int(tm.tensorIndex)]
-
-
 _REDUCE = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD")
 
 
@@ -490,21 +306,3 @@ def nhwc_channel_shuffle(data: bytes) -> tuple[bytes, int]:
             sg.operators = [op for op in sg.operators if all(op is not d for d in drop)]
             _drop_unused_tensors(model, sg)
     return (_write(model), 2 * done) if done else (data, 0)
-
-
-def apply_passes(data: bytes) -> tuple[bytes, list[str]]:
-    """Both passes; returns the new bytes and one line per pass that changed something."""
-    done = []
-    data, n = grouped_conv_to_depthwise(data)
-    if n:
-        done.append(f"grouped CONV_2D (group == channels) -> DEPTHWISE_CONV_2D: {n} op(s)")
-    data, n = cancel_transpose_pairs(data)
-    if n:
-        done.append(f"layout TRANSPOSEs that cancel removed: {n} op(s)")
-    data, n = fold_transpose_into_reduce(data)
-    if n:
-        done.append(f"TRANSPOSE before a reduction folded into its axes: {n} op(s)")
-    data, n = nhwc_channel_shuffle(data)
-    if n:
-        done.append(f"channel shuffle taken through NCHW done on NHWC: {n} TRANSPOSE op(s) fewer")
-    return data, done
