@@ -50,6 +50,27 @@ def test_topk_agreement_for_class_scores(idx):
     assert stats["topk_ci_low"][0] < 0.75 < stats["topk_ci_high"][0]
 
 
+def test_class_scores_per_position_count_each_position(idx):
+    """A CTC text recogniser's [positions, classes] scores (PP-OCRv4 rec: [40, 6625]): top-1 agreement is the
+    share of positions whose class survives, not the one top value of all 40 x 6625 scores."""
+    rng = np.random.default_rng(4)
+    ref = rng.normal(size=(400, 8, 12))
+    cand = ref.copy()
+    top = ref.argmax(axis=2)
+    second = np.argsort(-ref, axis=2)[:, :, 1]
+    n, pos = np.meshgrid(np.arange(400), np.arange(8), indexing="ij")
+    swap = pos < 2                                                     # 2 of 8 positions lose their class
+    cand[n[swap], pos[swap], top[swap]] = ref[n[swap], pos[swap], second[swap]]
+    cand[n[swap], pos[swap], second[swap]] = ref[n[swap], pos[swap], top[swap]]
+    layout = [("probs", (8, 12))]
+    (row,) = fidelity_rows("day", "int8", [ref.reshape(400, -1)], [cand.reshape(400, -1)], idx, names=("probs",),
+                           kinds=("class_scores",), reference_layout=layout, candidate_layout=layout)
+    assert row.topk[0] == 1 and row.topk_agreement[0] == pytest.approx(0.75)
+    assert row.topk_ci_low[0] == pytest.approx(0.75) and row.topk_agreement[1] == 1.0   # every sample: 6 of 8
+    flat = output_fidelity(ref.reshape(400, -1), cand.reshape(400, -1), idx, class_scores=True)
+    assert flat["topk_agreement"][0] != pytest.approx(0.75)           # one vector: not what a decoder reads
+
+
 def test_rows_pair_reordered_outputs_and_render(idx):
     rng = np.random.default_rng(3)
     ref = [rng.normal(size=(400, 10)), rng.normal(size=(400, 6))]

@@ -121,10 +121,14 @@ def _percentile(values: np.ndarray, confidence: float) -> tuple[float, float]:
 
 
 def output_fidelity(reference: np.ndarray, candidate: np.ndarray, indices: np.ndarray, *,
-                    class_scores: bool = False, confidence: float = 0.95,
+                    class_scores: bool = False, classes: int | None = None, confidence: float = 0.95,
                     top_k: Sequence[int] = TOP_K) -> dict[str, Any]:
     """The statistics of one output: ``reference`` and ``candidate`` ``(N, values)``, ``indices``
-    ``(n_bootstrap, N)`` bootstrap resamples.  Returns a plain dict of the FidelityRow fields."""
+    ``(n_bootstrap, N)`` bootstrap resamples.  Returns a plain dict of the FidelityRow fields.
+
+    ``classes``: with ``class_scores``, the size of the class axis when each sample holds several
+    positions of scores (``[positions, classes]``, e.g. a CTC text recogniser's ``[40, 6625]``): top-k
+    agreement is then counted per position and averaged per sample.  ``None``: one vector of scores."""
     ref = np.asarray(reference, np.float64).reshape(len(reference), -1)
     cand = np.asarray(candidate, np.float64).reshape(len(candidate), -1)
     if ref.shape != cand.shape:
@@ -170,13 +174,16 @@ def output_fidelity(reference: np.ndarray, candidate: np.ndarray, indices: np.nd
     low, high = _percentile(abs_max[indices].max(axis=1), confidence)
     out.update(max_abs_error=float(abs_max.max()), max_abs_ci_low=low, max_abs_ci_high=high)
     ks, agree, lows, highs = [], [], [], []
-    if class_scores and ref.shape[1] > 1:
-        top_ref = ref.argmax(axis=1)
-        order = np.argsort(-cand, axis=1, kind="stable")
+    width = classes if classes and ref.shape[1] % classes == 0 else ref.shape[1]
+    if class_scores and width > 1:
+        rows_ref = ref.reshape(-1, width)                   # (N * positions, classes)
+        top_ref = rows_ref.argmax(axis=1)
+        order = np.argsort(-cand.reshape(-1, width), axis=1, kind="stable")
         for k in top_k:
-            if k > ref.shape[1] or (k > 1 and k >= ref.shape[1]):
+            if k > width or (k > 1 and k >= width):
                 continue
             hit = np.any(order[:, :k] == top_ref[:, None], axis=1).astype(np.float64)
+            hit = hit.reshape(len(ref), -1).mean(axis=1)    # per sample: the share of its positions
             low, high = _percentile(hit[indices].mean(axis=1), confidence)
             ks.append(int(k))
             agree.append(float(hit.mean()))
@@ -328,8 +335,10 @@ def fidelity_rows(condition: str, model: str, reference: Sequence[np.ndarray], c
                 perm = tuple(int(a) for a in found)
                 cand = cand.reshape((len(cand), *cand_shape)).transpose((0, *(a + 1 for a in perm)))
                 cand = cand.reshape(len(cand), -1)
+        # class scores per position ([positions, classes], classes on the source model's last axis)
+        classes = shape[-1] if len(shape) == 2 else None
         stats = output_fidelity(reference[i], cand, indices, class_scores=kinds[i] == "class_scores",
-                                confidence=confidence)
+                                classes=classes, confidence=confidence)
         rows.append(FidelityRow(condition=condition, model=model, output=names[i], output_index=i, kind=kinds[i],
                                 shape=shape, permutation=perm, **stats))
     return rows
