@@ -103,3 +103,22 @@ def test_gate_findings_severity_is_validated():
     from workbench.evaluate.gate import Gate
     with pytest.raises(GateError, match="`findings.max_severity` must be one of 'info', 'warning', 'error'"):
         Gate.from_mapping({"findings": {"max_severity": "fatal"}})
+
+
+def test_a_catalogue_entry_with_a_bad_severity_or_stage_alone_is_refused():
+    from workbench.findings import CatalogueEntry, _entries
+    good = CatalogueEntry("run.x", "error", "run", "T", "M.", "A.")
+    assert list(_entries(good)) == ["run.x"]
+    with pytest.raises(ValueError, match="bad severity or stage"):
+        _entries(CatalogueEntry("run.x", "fatal", "run", "T", "M.", "A."))       # the severity alone
+    with pytest.raises(ValueError, match="bad severity or stage"):
+        _entries(CatalogueEntry("nope.x", "error", "nope", "T", "M.", "A."))     # the stage alone
+    with pytest.raises(ValueError, match="must start with its stage"):
+        _entries(CatalogueEntry("model.x", "error", "run", "T", "M.", "A."))
+
+
+def test_findings_add_up_in_order():
+    a = make("run.unreadable-record", "a", target="imx93")
+    b = make("run.unreadable-record", "b", target="imx95")
+    both = Findings((a,)) + [b]
+    assert isinstance(both, Findings) and [f.message for f in both] == ["a", "b"] and len(both) == 2
