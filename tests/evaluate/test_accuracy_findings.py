@@ -160,3 +160,23 @@ def test_the_suspected_cause_is_read_from_the_quantized_model(tmp_path):
     assert suspected_cause(None) is None
     (f,) = drop_findings(_spread(), target="imx93", quantized=pc)
     assert f.evidence["cause"] == cause and "suspected: per-channel activation-range spread" in f.message
+
+
+def test_an_exclusion_is_the_fix_only_when_no_integer_recipe_fixes_the_drop():
+    names = ("m/dw1/depthwise", "m/pw1/Conv2D")
+    excl = FixTrial("a8w8_pc excluding DEPTHWISE_CONV_2D #1, CONV_2D #2", "overexposed", -0.6, -1.5, 0.2, 0.72,
+                    exclude=names)
+    cle = FixTrial("a8w8_pc+cle", "overexposed", 0.7, -0.4, 1.8, 0.70)
+    (f,) = drop_findings(_spread(trials=[excl, cle]))
+    assert f.evidence["fix"] == "a8w8_pc+cle"                  # integer first, though the exclusion drops less
+    assert "excluding DEPTHWISE_CONV_2D #1, CONV_2D #2 -0.6 pp [-1.5, +0.2]" in f.message
+    assert f.evidence["fix_trials"][0]["exclude"] == list(names)
+    assert "--exclude" not in f.next_step
+    still = FixTrial("a8w8_pc+cle", "overexposed", 12.0, 9.0, 15.0, 0.60)
+    (f,) = drop_findings(_spread(trials=[still, excl]))
+    assert f.evidence["fix"] == excl.recipe
+    assert f.next_step.startswith(f"Quantize with {excl.recipe}: measured drop -0.6 pp")
+    assert "--exclude" in f.next_step and "fix_trials[].exclude" in f.next_step
+    (f,) = drop_findings(_spread(trials=[FixTrial("a8w8_pc+cle", "overexposed", 0.7, -0.4, 1.8, 0.70),
+                                         FixTrial("a8w8_pt+cle", "overexposed", 0.2, -0.9, 1.3, 0.71)]))
+    assert f.evidence["fix"] == "a8w8_pt+cle"                  # among integer recipes: the smaller drop

@@ -54,6 +54,7 @@ class FixTrial(Result):
     drop_ci_high: float | None
     accuracy: float | None
     error: str = ""                  # the recipe could not be built or run: why
+    exclude: tuple[str, ...] = ()    # the layers (output tensor names) ``recipe`` kept in float
 
     def summary(self) -> str:
         if self.error or self.drop_pp is None or self.drop_ci_low is None or self.drop_ci_high is None:

@@ -126,7 +126,8 @@ def drop_findings(report: Any, *, target: str = "", quantized: Any = None,
         measured = "; ".join(f"{t.recipe} {_drop_text(t)}" for t in tried)
         fixed = [t for t in tried if not t.error and t.drop_pp is not None and t.drop_ci_low is not None
                  and (t.drop_pp <= limit or t.drop_ci_low <= 0)]
-        best = min(fixed, key=lambda t: t.drop_pp, default=None)
+        # a recipe that keeps every layer integer before one that leaves layers in float (off the NPU)
+        best = min(fixed, key=lambda t: (bool(getattr(t, "exclude", ())), t.drop_pp), default=None)
         message = (f"{row.model} drops {row.drop_pp:.1f} pp on {row.condition} ({fp32:.1%} -> {row.accuracy:.1%}, "
                    f"95% CI [{row.drop_ci_low:.1f}, {row.drop_ci_high:.1f}] pp, threshold {limit:g} pp)")
         if cause:
@@ -137,6 +138,10 @@ def drop_findings(report: Any, *, target: str = "", quantized: Any = None,
         next_step = (f"Quantize with {best.recipe}: measured drop {best.drop_pp:+.1f} pp on {row.condition} "
                      f"(CI [{best.drop_ci_low:+.1f}, {best.drop_ci_high:+.1f}]) instead of {row.drop_pp:+.1f} pp."
                      if best is not None else None)
+        if best is not None and best.exclude:
+            next_step = (f"{next_step} The excluded layers compute in float (on the CPU of an NPU target): quantize "
+                         f"with --exclude and the names in this finding's evidence (fix_trials[].exclude), then "
+                         "check the placement.")
         clear = row.drop_ci_low > limit      # the whole CI past the threshold: warning; else info
         if not clear:
             message += f"; its CI reaches below the {limit:g} pp threshold"
