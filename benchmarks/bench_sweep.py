@@ -193,8 +193,8 @@ def main() -> None:
     if [c.cell for c in warm.cells] != [c.cell for c in cold.cells]:
         raise SystemExit("the warm sweep planned other cells than the cold one")
     if warm.cache_hits < len(warm.cells):     # a cell's key holds the sha256 of the sweep's and placement's code
-        print("  NOT all hits: a file in a cell's key (workbench/sweep/cell.py, plan.py, placement/analyze.py, "
-              "vela.py, the toolchain) changed during the cold phase; the warm time is not a rerun: run again",
+        print("  NOT all hits: a file in a cell's key (workbench/sweep/cell.py, plan.py, placement/analyze.py, ops.py, "
+              "compilers.py, vela.py, the toolchain) changed during the cold phase; the warm time is not a rerun: run again",
               flush=True)
 
     # 3. serial, cold, in a fresh process

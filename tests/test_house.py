@@ -147,7 +147,6 @@ def test_the_checks_see_a_circle_and_an_upward_import():
 OVERSIZE: dict[str, str] = {
     "calibration.activations": "activation capture and statistics together",
     "evaluate.gate": "gate schema, loading and checks together",
-    "placement.analyze": "placement, its report and the compiler branches together",
 }
 
 

@@ -107,6 +107,7 @@ def cell_key(cell: SweepCell, spec: SweepSpec, model_sha: str, dataset_hash: str
     from ..quantize.recipe import get_recipe
     package = Path(__file__).parents[1]   # the sweep's code and the placement rules/compiler choice it relies on
     code = stable_hash([sha256_file(package / f) for f in ("sweep/cell.py", "sweep/plan.py", "placement/analyze.py",
+                                                           "placement/ops.py", "placement/compilers.py",
                                                            "placement/vela.py", "pipeline/core.py")])
     backend = get_recipe(cell.recipe).backend
     vela = None
