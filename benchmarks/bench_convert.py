@@ -25,7 +25,10 @@ target, the NPU share of the INT8 graph as placed against the share the source g
 ops taken first, the worst case for the claim; the INT8 file's QUANTIZE/DEQUANTIZE at the model's
 inputs and outputs left out too, the diff does not count them either) and whether share >= that;
 and the same with only the data-moving types of ``added`` left out (``LAYOUT_OPS``: a compute type
-the INT8 file has more of, e.g. HARD_SWISH, is the source's own ops fused, not the converter's).
+the INT8 file has more of, e.g. HARD_SWISH, is the source's own ops fused, not the converter's);
+under it a ``why:`` line per added type with ops on that target's CPU: which ops, the rules that put them
+there and each rule's source in the target table (Vela's own reason where Vela placed them).  imx93
+rows end with Vela's estimated latency (a compiler model, not a board measurement).
 Last line:
 ``added_transposes=N depthwise_kept=K/M npu_share_imx95=S`` (now; N and K/M summed over the
 models, S the lowest share of any model).
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import time
@@ -122,6 +126,8 @@ def measure(name: str, src: Path, fmt: str, int8: Path, x_test: np.ndarray, ref:
         try:
             rep = analyze_placement(int8, target)
             row["targets"][target] = (rep.npu_ops, rep.npu_ops + rep.cpu_ops, rep.n_cpu_islands)
+            if rep.estimated_latency_ms is not None:
+                row.setdefault("estimates", {})[target] = rep.estimated_latency_ms
             if st.get("compared"):
                 row["shares"][target] = share_row(rep, st.get("added") or {}, edges)
         except Exception as exc:  # noqa: BLE001 - a compiler crash is this target's result
@@ -178,7 +184,31 @@ def share_row(rep, added: dict[str, int], edges: set[int]) -> dict:
         row.update({f"{key}_npu": src_npu, f"{key}_ops": src_total, f"{key}_share": src_share,
                     f"{key}_ok": share >= src_share - 1e-12})
     row["ok"] = row["src_ok"] and row["lay_ok"]
+    row["why"] = why_cpu(rep, added, {i for i, _, on in placed if not on})
     return row
+
+
+def why_cpu(rep, added: dict[str, int], cpu: set[int]) -> list[str]:
+    """Per op type the structural diff lists as added: how many of its ops are on the CPU, the rules that put
+    them there and each rule's source in the target table (a compiler's own reason: its detail instead)."""
+    from workbench.targets import get_target
+    table = get_target(rep.target)
+    by_type: dict[str, tuple[list[int], dict[str, None]]] = {}
+    for o in rep.ops:
+        if o.index not in cpu or o.type not in added:
+            continue
+        indices, rules = by_type.setdefault(o.type, ([], {}))
+        indices.append(o.index)
+        for r in o.reasons:
+            try:
+                rules[f"{r.constraint} [{table.constraint(r.constraint).source}]"] = None
+            except KeyError:                # a compiler's own reason: its first words, without tensor names
+                detail = re.sub(rf"^{o.type} #\d+: ", "", r.detail).split(" Tensor '")[0].split(" Op has")[0]
+                rules[f"{r.constraint}: {detail[:90]}"] = None
+        if not o.reasons:
+            rules[f"placed on the CPU by {rep.authority}"] = None
+    return [f"{t} x{len(ix)} on the CPU (#{', #'.join(map(str, ix))}; {added[t]} more in INT8 than in the source): "
+            + "; ".join(rules) for t, (ix, rules) in by_type.items()]
 
 
 def fmt_share(name: str, route: str, target: str, s: dict) -> str:
@@ -188,7 +218,8 @@ def fmt_share(name: str, route: str, target: str, s: dict) -> str:
     return (f"  share {name} {route} {target}: {head}{s['npu']}/{s['ops']} = {s['share']:.3f}  "
             f"source-only {s['src_npu']}/{s['src_ops']} = {s['src_share']:.3f} "
             f"{'>=' if s['src_ok'] else '<'}  layout-added-only {s['lay_npu']}/{s['lay_ops']} = "
-            f"{s['lay_share']:.3f} {'>=' if s['lay_ok'] else '<'}  {'ok' if s['ok'] else 'FAILS'}")
+            f"{s['lay_share']:.3f} {'>=' if s['lay_ok'] else '<'}  {'ok' if s['ok'] else 'FAILS'}"
+            + "".join(f"\n    why: {w}" for w in s.get("why", ())))
 
 
 def fmt_row(route: str, r: dict) -> str:
@@ -197,7 +228,8 @@ def fmt_row(route: str, r: dict) -> str:
     dw = r["depthwise"] or {}
     return (f"  {route:<6} {r['seconds']:6.1f} s  ops {r['source_ops']}->{r['int8_ops']}  "
             f"+TRANSPOSE {r['transposes_added']}  depthwise {dw.get('int8', '?')}/{dw.get('source', '?')}  {tg}  "
-            f"SQNR {', '.join(f'{v:.1f}' for v in r['sqnr'])} dB")
+            f"SQNR {', '.join(f'{v:.2f}' for v in r['sqnr'])} dB"
+            + "".join(f"  {t} Vela estimate {ms:.4f} ms" for t, ms in r.get("estimates", {}).items()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     total_t, dw_k, dw_m, shares = 0, 0, 0, []
     checks: list[bool] = []
     crashes: list[str] = []
+    failing: list[str] = []
     load = os.getloadavg()[0]
     print(f"load average {load:.1f} on {os.cpu_count()} cores (timings under that load)")
     for name in args.models.split(","):
@@ -247,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(fmt_share(name, "now", target, share), flush=True)
                 if "ok" in share:
                     checks.append(share["ok"])
+                    if not share["ok"]:
+                        failing.append(f"{name} {target}")
                 if "crash" in share:
                     crashes.append(f"{name} {target}: {share['crash']}"
                                    + (f", compared on {share['other']}" if "other" in share else ", not compared"))
@@ -258,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(imx95[0], int):
             shares.append(imx95[0] / imx95[1])
     print(f"share_at_least_source_only={sum(checks)}/{len(checks)} (model x target, now"
-          + "".join(f"; {c}" for c in crashes) + ")")
+          + "".join(f"; {c}" for c in crashes) + (f"; below: {', '.join(failing)}" if failing else "") + ")")
     print(f"added_transposes={total_t} depthwise_kept={dw_k}/{dw_m} "
           f"npu_share_imx95={min(shares) if shares else float('nan'):.3f}")
     return 0
