@@ -56,10 +56,10 @@ def toolchain() -> dict[str, str]:
 def check_recipe(recipe: QuantRecipe, source: str | os.PathLike) -> None:
     """Refuse what AI Edge Quantizer cannot do for ``recipe``, naming the recipe part."""
     where = f"{source}: recipe {recipe.name!r}"
-    if recipe.transforms:
+    if "bc" in recipe.transforms:   # +cle was applied to the file before (equalize/tflite_graph.py)
         raise QuantizationError(
-            f"{where}: +{'+'.join(recipe.transforms)} rewrite Keras or ONNX weights; an FP32 .tflite is quantized "
-            "as it is (AI Edge Quantizer). Quantize the .keras/.onnx the .tflite came from with +cle/+bc, or drop "
+            f"{where}: +bc rewrites Keras or ONNX weights; an FP32 .tflite takes +cle only (its depthwise outputs "
+            "equalised on the calibration data). Quantize the .keras/.onnx the .tflite came from with +bc, or drop "
             "the transform.")
     if recipe.calibrator not in ("minmax", "minmax-global", "percentile"):
         raise QuantizationError(f"{where}: calibrator {recipe.calibrator!r} is not available for a .tflite source "

@@ -25,7 +25,10 @@ before the converter sees it:
 
 Keras models (``.keras``/``.h5``) are rewritten through their functional
 config; ONNX models have their Conv/Gemm initializers rewritten (CLE; bias
-correction runs the model through ONNX Runtime for ``E[x]``).  The transformed
+correction runs the model through ONNX Runtime for ``E[x]``).  A float ``.tflite``
+takes ``+cle`` only, and there it is data-driven: the channels of each depthwise
+output that feeds a convolution are equalised by the ranges the float model
+reaches on the calibration samples (``tflite_graph``; BlazeFace).  The transformed
 model is cached under a content key, and :class:`EqualizeReport` records every
 pair and the ranges before and after.
 
@@ -58,6 +61,7 @@ from .keras_graph import _keras_transform
 from .numeric import CLE_ITERATIONS, CLE_TOLERANCE, channel_range, equalize_pair, fake_quant_weights
 from .onnx_graph import _onnx_transform
 from .report import EqualizedPair, EqualizeReport
+from .tflite_graph import _tflite_transform
 
 __all__ = ["CLE_ITERATIONS", "CLE_TOLERANCE", "TRANSFORMS", "EqualizeReport", "EqualizedPair", "apply_transforms",
            "channel_range", "equalize_pair", "fake_quant_weights", "make_imbalanced", "sha256_bytes_array"]
@@ -83,17 +87,25 @@ def apply_transforms(source: str | os.PathLike, fmt: str, transforms: tuple[str,
                                 "(recipe names like 'a8w8_pt+cle' or 'a8w8_pt+cle+bc').")
     if "bc" in transforms and calibration is None:
         raise QuantizationError("bias correction (+bc) needs calibration samples for the mean layer inputs.")
-    if fmt not in ("keras", "onnx"):
+    if fmt == "tflite" and "bc" in transforms:
         raise QuantizationError(
-            f"{source}: +cle/+bc rewrite Keras (.keras/.h5) or ONNX models; got a {fmt} model. Quantize the "
-            ".keras file (or the .onnx export) instead of the SavedModel/.tflite.")
+            f"{source}: +bc (bias correction) rewrites Keras (.keras/.h5) or ONNX models; a float .tflite takes "
+            "+cle only (its depthwise outputs equalised on the calibration data). Drop +bc, or quantize the "
+            ".keras/.onnx the .tflite came from.")
+    if fmt == "tflite" and calibration is None:
+        raise QuantizationError(f"{source}: +cle on a float .tflite equalises the activation ranges the model "
+                                "reaches on the calibration samples; give calibration samples.")
+    if fmt not in ("keras", "onnx", "tflite"):
+        raise QuantizationError(
+            f"{source}: +cle/+bc rewrite Keras (.keras/.h5), ONNX or float .tflite models; got a {fmt} model. "
+            "Quantize the .keras file (or the .onnx export) instead of the SavedModel.")
     key_parts = {"source": sha256_file(source), "transforms": list(transforms), "code": _code_hash(),
                  "weights": weights if "bc" in transforms else None, "iterations": _iterations}
     if calibration is not None:   # bc averages over it; cle decides from it which ReLU6 pairs are safe
         key_parts["calibration"] = stable_hash([str(calibration.shape), sha256_bytes_array(calibration)])
     key = stable_hash(key_parts)[:20]
     folder = cache_dir("equalize") / key
-    ext = ".keras" if fmt == "keras" else ".onnx"
+    ext = {"keras": ".keras", "tflite": ".tflite"}.get(fmt, ".onnx")
     model_out, record = folder / f"model{ext}", folder / "equalize.json"
     if cache and record.is_file():
         damage = check_folder_seal(folder)      # the model and report as written, or the entry is redone
@@ -107,6 +119,9 @@ def apply_transforms(source: str | os.PathLike, fmt: str, transforms: tuple[str,
         if fmt == "keras":
             info = _keras_transform(source, out, transforms, weights, calibration,
                                     CLE_ITERATIONS if _iterations is None else _iterations)
+        elif fmt == "tflite":
+            assert calibration is not None
+            info = _tflite_transform(source, out, transforms, calibration)
         else:
             info = _onnx_transform(source, out, transforms, weights, calibration)
         report = EqualizeReport(source=str(source), output=str(model_out), transforms=tuple(transforms),
