@@ -119,3 +119,37 @@ def test_a_condition_with_no_target_share_is_not_missing():
     assert not findings_for(cal, dataset=data).with_code("calibration.condition-missing")
     cal = type(cal)(**{**cal.__dict__, "target_shares": {"day": 0.9, "night": 0.1}})
     assert findings_for(cal, dataset=data).with_code("calibration.condition-missing")
+
+
+def test_the_prefiltered_nearest_match_is_every_pair_compared():
+    """`_nearest` compares pixel by pixel only the pairs its 4x4 block means leave in: the same matches as
+    comparing every pair, near copies just inside and just outside the tolerance included."""
+    from workbench.calibration.leakage import NEAR_TOLERANCE, _nearest
+    rng = np.random.default_rng(3)
+    test = rng.uniform(0, 1, (700, 256)).astype(np.float32)
+    test[600:] = test[:100] + rng.uniform(-1, 1, (100, 256)).astype(np.float32) * NEAR_TOLERANCE  # near twins
+    cal = test[rng.choice(700, 300)].copy()
+    signs = rng.choice([-1, 1], cal.shape)
+    signs[::2] = 1                  # a uniform shift: the block means' bound is tight (a prefilter too strict misses it)
+    cal += (signs * rng.uniform(0.5, 1.5, (300, 1)) * NEAR_TOLERANCE).astype(np.float32)
+    dist = np.abs(cal[:, None, :] - test[None, :, :]).mean(axis=2)
+    best = dist.argmin(axis=1)
+    expected = np.where(dist[np.arange(len(cal)), best] <= NEAR_TOLERANCE, best, -1)
+    assert 50 < (expected >= 0).sum() < 250                             # matches and misses both
+    assert (_nearest(cal, test) == expected).all()
+    assert (_nearest(cal[:0], test) == -1).all() and (_nearest(cal, test[:0]) == -1).all()
+
+
+def test_leaks_are_remembered_per_dataset_content():
+    """The memo of `content_leaks` is keyed by the dataset's content: the same ids in a dataset whose test
+    images changed are checked again (no leak there), and a result the caller edits does not change it."""
+    from dataclasses import replace
+    data = leaky_dataset()
+    ids = data.select(split="calibration").ids
+    first = content_leaks(ids, data)
+    assert len(first) == 77
+    first.clear()
+    assert len(content_leaks(ids, data)) == 77
+    other = replace(data, x=np.where(data.split[:, None, None, None] == "test", 1.0 - data.x, data.x))
+    assert content_leaks(ids, other) == []
+    assert len(content_leaks(ids, data, size=(H, W))) == 77

@@ -40,8 +40,28 @@ def pixel_hashes(x: np.ndarray, *, size: Sequence[int] | None = None, bits: int 
 def content_leaks(sample_ids: Iterable[str], dataset: Any, *, size: Sequence[int] | None = None,
                   split: str = "test") -> list[dict[str, str]]:
     """``[{"calibration": id, "test": id, "match": "exact" | "after resize"}]``: calibration samples of
-    ``dataset`` (by id) whose pixels are an image of its ``split`` under another id."""
+    ``dataset`` (by id) whose pixels are an image of its ``split`` under another id.
+
+    Remembered per process by the dataset's content hash, the ids, ``size`` and ``split``: a batch asks
+    again for every report it exports (the set's findings, the run summary, each target's verdict)."""
     ids = list(dict.fromkeys(str(s) for s in sample_ids))
+    content = getattr(dataset, "hash", None)
+    key = (content, tuple(ids), tuple(size) if size else None, split) if isinstance(content, str) else None
+    if key is not None and key in _MEMO:
+        return [dict(leak) for leak in _MEMO[key]]
+    leaks = _content_leaks(ids, dataset, size=size, split=split)
+    if key is not None:
+        while len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)), None)
+        _MEMO[key] = [dict(leak) for leak in leaks]
+    return leaks
+
+
+_MEMO: dict[tuple, list[dict[str, str]]] = {}
+_MEMO_SIZE = 16
+
+
+def _content_leaks(ids: list[str], dataset: Any, *, size: Sequence[int] | None, split: str) -> list[dict[str, str]]:
     known = set(np.asarray(dataset.ids).astype(str).tolist())
     test = dataset.select(split=split)
     test_ids = np.asarray(test.ids).astype(str).tolist()
@@ -58,17 +78,11 @@ def content_leaks(sample_ids: Iterable[str], dataset: Any, *, size: Sequence[int
     rest = [i for i, cid in enumerate(cal_ids) if cid not in found]
     if rest:
         target = tuple(size) if size else tuple(test.x.shape[1:3])
-        t_thumb = _thumbnails(test.x, target)
-        c_thumb = _thumbnails(cal.x[rest], target)
-        for start in range(0, len(rest), 256):
-            block = c_thumb[start:start + 256]
-            dist = np.abs(block[:, None, :] - t_thumb[None, :, :]).mean(axis=2) if len(t_thumb) <= 4096 else \
-                _blockwise_l1(block, t_thumb)
-            best = dist.argmin(axis=1)
-            for j, k in enumerate(best):
-                if dist[j, k] <= NEAR_TOLERANCE:
-                    cid = cal_ids[rest[start + j]]
-                    found[cid] = {"calibration": cid, "test": test_ids[int(k)], "match": "after resize"}
+        nearest = _nearest(_thumbnails(cal.x[rest], target), _thumbnails(test.x, target))
+        for j, k in enumerate(nearest):
+            if k >= 0:
+                cid = cal_ids[rest[j]]
+                found[cid] = {"calibration": cid, "test": test_ids[int(k)], "match": "after resize"}
     return [found[c] for c in cal_ids if c in found]
 
 
@@ -84,11 +98,34 @@ def _thumbnails(x: np.ndarray, size: tuple[int, ...]) -> np.ndarray:
     return x.reshape(len(x), -1)
 
 
-def _blockwise_l1(block: np.ndarray, other: np.ndarray) -> np.ndarray:
-    out = np.empty((len(block), len(other)), np.float32)
-    for start in range(0, len(other), 4096):
-        part = other[start:start + 4096]
-        out[:, start:start + len(part)] = np.abs(block[:, None, :] - part[None, :, :]).mean(axis=2)
+def _coarse(thumbs: np.ndarray) -> np.ndarray:
+    """16x16 thumbnails (flattened) -> their 4x4 block means (flattened): 16 numbers per image."""
+    blocks = thumbs.reshape(len(thumbs), 4, THUMBNAIL[0] // 4, 4, THUMBNAIL[1] // 4)
+    return blocks.mean(axis=(2, 4)).reshape(len(thumbs), -1)
+
+
+def _nearest(cal: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """Per calibration thumbnail: the index of its nearest test thumbnail (mean absolute difference) when
+    within ``NEAR_TOLERANCE``, else -1.
+
+    The mean absolute difference of the 4x4 block means never exceeds that of the thumbnails (a block
+    mean's difference is the mean of the block's differences), so only pairs within the tolerance on
+    16 block means are compared pixel by pixel: the same answer as comparing every pair, without a
+    (calibration x test x 256) array (3.6 CPU s and 0.5 GB for 200 x 2700 digits)."""
+    out = np.full(len(cal), -1, dtype=np.int64)
+    if not len(cal) or not len(test):
+        return out
+    c_coarse, t_coarse = _coarse(cal), _coarse(test)
+    bound = NEAR_TOLERANCE + 1e-6                       # float32 rounding of the block means
+    for start in range(0, len(cal), 256):
+        lower = np.concatenate([np.abs(c_coarse[start:start + 256, None, :] - t_coarse[None, t:t + 4096, :])
+                                .mean(axis=2) for t in range(0, len(test), 4096)], axis=1)
+        for j in np.flatnonzero((lower <= bound).any(axis=1)):
+            candidates = np.flatnonzero(lower[j] <= bound)
+            dist = np.abs(cal[start + j][None, :] - test[candidates]).mean(axis=1)
+            k = int(dist.argmin())
+            if dist[k] <= NEAR_TOLERANCE:
+                out[start + j] = candidates[k]
     return out
 
 
