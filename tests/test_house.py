@@ -146,7 +146,6 @@ def test_the_checks_see_a_circle_and_an_upward_import():
 #: one module per runtime; quantize.equalize: CLE and bias correction; evaluate.gate: schema/checks/report ...).
 OVERSIZE: dict[str, str] = {
     "calibration.activations": "activation capture and statistics together",
-    "evaluate.gate": "gate schema, loading and checks together",
 }
 
 
