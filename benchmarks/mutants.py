@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: module -> the tests that must catch its mutants (fast ones; ``-k`` expressions after "::k=")
 MODULES: dict[str, list[str]] = {
     "workbench/findings.py": ["tests/test_findings.py", "tests/traps/test_run_folder.py"],
+    "workbench/findings_catalogue.py": ["tests/test_findings.py"],
     "workbench/evaluate/stats.py": ["tests/evaluate/test_stats.py", "tests/evaluate/test_stats_definitions.py"],
     "workbench/board/stats.py": ["tests/board/test_stats.py", "tests/board/test_stats_definitions.py"],
     "workbench/evaluate/gate/limits.py": ["tests/evaluate/test_gate_parsing.py", "tests/evaluate/test_gate.py",

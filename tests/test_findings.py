@@ -106,7 +106,7 @@ def test_gate_findings_severity_is_validated():
 
 
 def test_a_catalogue_entry_with_a_bad_severity_or_stage_alone_is_refused():
-    from workbench.findings import CatalogueEntry, _entries
+    from workbench.findings_catalogue import CatalogueEntry, _entries
     good = CatalogueEntry("run.x", "error", "run", "T", "M.", "A.")
     assert list(_entries(good)) == ["run.x"]
     with pytest.raises(ValueError, match="bad severity or stage"):

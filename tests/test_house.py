@@ -15,7 +15,7 @@ MAX_LINES = 450
 #: and TYPE_CHECKING imports included).  A name is a module or a package (its modules, unless listed apart).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("errors", "vocab", "_io", "_results", "_validation", "display", "toolenv", "_cli", "findings",
-                    "findings_html", "findings_docs")),
+                    "findings_catalogue", "findings_html", "findings_docs")),
     ("inputs", ("data", "models", "targets")),
     ("stages", ("calibration", "quantize", "evaluate", "placement", "board", "models.convert",
                 "models.tflite_passes", "models.tflite_fold", "models.tflite_edit")),
