@@ -21,6 +21,34 @@ def _seconds(text: str) -> float:
     return value
 
 
+def add_board_flags(parser: argparse.ArgumentParser, *, local: str, replay: str, record: str, timeout: str) -> None:
+    """Where a command runs and how it reaches the board over SSH: exactly one of --board, --host, --local,
+    --replay, then the inventory, the SSH files, the board's Python, delegate and work folder, the timeouts and
+    --record (``bench`` and ``bisect`` take the same; the strings say what --local, --replay, --record and
+    --timeout mean for the command)."""
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--board", metavar="NAME", help="a board from boards.yaml")
+    where.add_argument("--host", metavar="DEST",
+                       help="an SSH destination: an alias from your OpenSSH config or user@host[:port]")
+    where.add_argument("--local", action="store_true", help=local)
+    where.add_argument("--replay", metavar="DIR", default=None, help=replay)
+    parser.add_argument("--boards-file", metavar="FILE", default=None, help="board inventory (default: ./boards.yaml)")
+    parser.add_argument("--ssh-config", metavar="FILE", default=None,
+                        help="OpenSSH config file to use instead of ~/.ssh/config (ssh -F)")
+    parser.add_argument("--known-hosts", metavar="FILE", default=None,
+                        help="known_hosts file to verify the host key against")
+    parser.add_argument("--python", metavar="REMOTE_PYTHON", default=None,
+                        help="Python on the board (default: boards.yaml's, else python3)")
+    parser.add_argument("--delegate", metavar="PATH", default=None,
+                        help="external delegate library on the board (default: boards.yaml's)")
+    parser.add_argument("--workdir", metavar="DIR", default=None,
+                        help="work folder on the board (default: /tmp/npu-workbench)")
+    parser.add_argument("--connect-timeout", metavar="SECONDS", type=_seconds, default=10.0,
+                        help="SSH connect and handshake timeout (default 10)")
+    parser.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=900.0, help=timeout)
+    parser.add_argument("--record", metavar="DIR", default=None, help=record)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     from .._cli import add_json_flag
 
@@ -29,46 +57,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Time MODEL: cold start, first inference and steady-state percentiles. "
                     "Exactly one of --board, --host, --local, --replay.")
     bench.add_argument("model", metavar="MODEL", help=".tflite file to time")
-    where = bench.add_mutually_exclusive_group(required=True)
-    where.add_argument("--replay", metavar="DIR", default=None,
-                       help="rebuild the result from a recording made with --record (no board "
-                            "needed; labelled 'replayed from <board> <date>'; refused when the "
-                            "recording's model sha256 differs from MODEL)")
-    where.add_argument("--board", metavar="NAME", help="a board from boards.yaml")
-    where.add_argument("--host", metavar="DEST",
-                       help="an SSH destination: an alias from your OpenSSH config or user@host[:port]")
-    where.add_argument("--local", action="store_true",
-                       help="time on this machine's CPU (labelled 'host CPU (not an NPU)')")
-    bench.add_argument("--boards-file", metavar="FILE", default=None,
-                       help="board inventory (default: ./boards.yaml)")
-    bench.add_argument("--ssh-config", metavar="FILE", default=None,
-                       help="OpenSSH config file to use instead of ~/.ssh/config (ssh -F)")
-    bench.add_argument("--known-hosts", metavar="FILE", default=None,
-                       help="known_hosts file to verify the host key against")
+    add_board_flags(bench, local="time on this machine's CPU (labelled 'host CPU (not an NPU)')",
+                    replay="rebuild the result from a recording made with --record (no board needed; labelled "
+                           "'replayed from <board> <date>'; refused when the recording's model sha256 differs "
+                           "from MODEL)",
+                    record="keep the board session in DIR: the runner's raw output, the board fingerprint and the "
+                           "model's sha256 (replay it with --replay DIR)",
+                    timeout="timeout of each remote command (default 900)")
     bench.add_argument("--runner", choices=("python", "benchmark_model"), default="python",
                        help="python: per-invocation latencies (default); benchmark_model: "
                             "TFLite's tool, parsed")
-    bench.add_argument("--python", metavar="REMOTE_PYTHON", default=None,
-                       help="Python on the board (default: boards.yaml's, else python3)")
-    bench.add_argument("--delegate", metavar="PATH", default=None,
-                       help="external delegate library on the board (default: boards.yaml's)")
     bench.add_argument("--benchmark-model", metavar="PATH", default=None,
                        help="benchmark_model binary on the board (default: auto-detected under "
                             "/usr/bin/tensorflow-lite-*/examples/)")
-    bench.add_argument("--workdir", metavar="DIR", default=None,
-                       help="work folder on the board (default: /tmp/npu-workbench)")
     bench.add_argument("--runs", metavar="N", type=int, default=100,
                        help="steady-state invocations (default 100)")
     bench.add_argument("--warmup", metavar="W", type=int, default=10,
                        help="warm-up invocations after the first inference (default 10)")
     bench.add_argument("--threads", metavar="T", type=int, default=None, help="CPU threads")
-    bench.add_argument("--connect-timeout", metavar="SECONDS", type=_seconds, default=10.0,
-                       help="SSH connect and handshake timeout (default 10)")
-    bench.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=900.0,
-                       help="timeout of each remote command (default 900)")
-    bench.add_argument("--record", metavar="DIR", default=None,
-                       help="keep the board session in DIR: the runner's raw output, the board "
-                            "fingerprint and the model's sha256 (replay it with --replay DIR)")
     add_json_flag(bench)
     bench.set_defaults(func=_bench)
 
@@ -123,12 +129,10 @@ def _register_bisect(subparsers: argparse._SubParsersAction) -> None:
                     "outputs agree, one run compares every tensor op by op. Exactly one of --board, --host, "
                     "--local, --replay.")
     p.add_argument("model", metavar="MODEL.tflite", help="the INT8 .tflite deployed on the board")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--board", metavar="NAME", help="a board from boards.yaml")
-    where.add_argument("--host", metavar="DEST", help="an SSH destination (alias or user@host[:port])")
-    where.add_argument("--local", action="store_true",
-                       help="this machine as the 'board' (use with --kernels reference to compare kernels)")
-    where.add_argument("--replay", metavar="DIR", help="replay a bisection recorded with --record")
+    add_board_flags(p, local="this machine as the 'board' (use with --kernels reference to compare kernels)",
+                    replay="replay a bisection recorded with --record",
+                    record="keep each board run's raw output (with its sha256) in DIR, to --replay it later",
+                    timeout="timeout of each board run (default 900)")
     p.add_argument("--data", metavar="D", required=True,
                    help="dataset the samples come from (a built-in name or a folder), test split")
     p.add_argument("--condition", metavar="C", default=None, help="deployment condition (default: the first)")
@@ -143,17 +147,6 @@ def _register_bisect(subparsers: argparse._SubParsersAction) -> None:
                    help="CPU kernels of the host's runtime (default: default, the workbench's own)")
     p.add_argument("--target", metavar="T", default=None,
                    help="target whose placement names where the departing op runs (default: the board's)")
-    p.add_argument("--boards-file", metavar="FILE", default=None, help="board inventory (default ./boards.yaml)")
-    p.add_argument("--ssh-config", metavar="FILE", default=None, help="OpenSSH config file (ssh -F)")
-    p.add_argument("--known-hosts", metavar="FILE", default=None, help="known_hosts file")
-    p.add_argument("--python", metavar="REMOTE_PYTHON", default=None, help="Python on the board")
-    p.add_argument("--delegate", metavar="PATH", default=None, help="delegate library on the board")
-    p.add_argument("--workdir", metavar="DIR", default=None, help="work folder on the board")
-    p.add_argument("--connect-timeout", metavar="SECONDS", type=_seconds, default=10.0)
-    p.add_argument("--timeout", metavar="SECONDS", type=_seconds, default=900.0,
-                   help="timeout of each board run (default 900)")
-    p.add_argument("--record", metavar="DIR", default=None,
-                   help="keep each board run's raw output (with its sha256) in DIR, to --replay it later")
     p.add_argument("--out", metavar="FILE.json", default=None,
                    help="write the result as JSON (read by `workbench findings` and the reports)")
     p.add_argument("--graph", metavar="FILE.html", default=None,
