@@ -6,7 +6,7 @@
 
 Models: the zoo's ``blazeface`` (float .tflite, fp16 weights), ``ppocr-det`` and ``ppocr-cls``
 (Paddle2ONNX), and two PyTorch nets exported here in the ``torch-2.13`` tool environment
-(``benchmarks/export_convert_nets.py``): ``mbnet`` (MobileNetV2-style, depthwise) and ``gnet``
+(``tests/zoo/export_torch.py``, beside the zoo's own): ``mbnet`` (MobileNetV2-style, depthwise) and ``gnet``
 (grouped non-depthwise convolutions with a channel shuffle).  Calibration: the zoo's calibration
 photos through the model's card (the two own nets take heatnet's 64x64 photos as [0, 1] pixels).
 
@@ -67,8 +67,8 @@ def model_source(name: str) -> tuple[Path, Path]:
         env = toolenv.ensure("torch-2.13")
         with tempfile.TemporaryDirectory() as tmp:
             tmp_out = Path(tmp) / out.name
-            proc = env.run(["python", str(Path(__file__).with_name("export_convert_nets.py")), name, str(tmp_out)],
-                           cwd=tmp, timeout=900)
+            script = Path(__file__).resolve().parents[1] / "tests" / "zoo" / "export_torch.py"
+            proc = env.run(["python", str(script), name, "-", str(tmp_out)], cwd=tmp, timeout=900)
             if proc.returncode != 0:
                 raise SystemExit(f"export of {name} failed:\n{proc.stderr[-2000:]}")
             os.replace(tmp_out, out)
