@@ -43,7 +43,7 @@ EXPENSIVE: dict[str, str | None] = {
     "pm1_keras": MODULE, "pm1_model": MODULE, "arch_models": MODULE, "recorded": MODULE,
     "ssh_result": MODULE, "experiment": MODULE, "chain": MODULE, "result": MODULE, "bright_case": MODULE,
     "docs_session": MODULE, "tiny": MODULE, "digits_int8": MODULE, "fp16_model": MODULE,
-    "grouped_models": MODULE, "spec": MODULE,
+    "grouped_models": MODULE, "spec": MODULE, "tiny_keras": MODULE,
 }
 
 
@@ -110,6 +110,22 @@ def workbench_cache(tmp_path_factory):
         os.environ.pop("NPU_WORKBENCH_CACHE", None)
     else:
         os.environ["NPU_WORKBENCH_CACHE"] = previous
+
+
+@pytest.fixture(scope="module")
+def tiny_keras(tmp_path_factory):
+    """A tiny untrained Keras classifier on 32x32x1 (``tiny.keras``, seeded; what it computes does not matter),
+    alone in a folder of its own per test module: a module may put a card beside it."""
+    import io
+
+    import keras
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((32, 32, 1)), keras.layers.Conv2D(4, 3, strides=2, activation="relu"),
+                              keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+    path = tmp_path_factory.mktemp("tiny-keras") / "tiny.keras"
+    with contextlib.redirect_stdout(io.StringIO()):
+        model.save(path)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,6 @@ A model trained on [-1, 1] inputs calibrated with [0, 1] pixels gets an INT8 inp
 
 from __future__ import annotations
 
-import contextlib
-import io
 import warnings
 
 import numpy as np
@@ -20,20 +18,12 @@ SPEC = "range: [-1, 1]\ntask: classification\n"
 
 
 @pytest.fixture(scope="module")
-def pm1_keras(tmp_path_factory):
-    """A tiny untrained Keras classifier on 32x32x1 (what it computes does not matter here)."""
-    import keras
-    keras.utils.set_random_seed(0)
-    folder = tmp_path_factory.mktemp("pm1-stages")
-    model = keras.Sequential([keras.Input((32, 32, 1)), keras.layers.Conv2D(4, 3, strides=2, activation="relu"),
-                              keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
-    path = folder / "pm1.keras"
-    with contextlib.redirect_stdout(io.StringIO()):
-        model.save(path)
-    spec = folder / "spec" / "pm1-input.yaml"     # not beside the model: only --input-spec tells
+def pm1_keras(tiny_keras):
+    """The tiny Keras classifier (conftest) and its [-1, 1] input spec, not beside it."""
+    spec = tiny_keras.parent / "spec" / "pm1-input.yaml"     # not beside the model: only --input-spec tells
     spec.parent.mkdir()
     spec.write_text(SPEC)
-    return path, spec
+    return tiny_keras, spec
 
 
 def _quantize_in_run(root, model, spec):
@@ -94,13 +84,13 @@ def test_coverage_embeddings_see_contract_applied_inputs(pm1_keras, digits, monk
     assert with_spec.params["input_contract"] == {"source": str(spec), "normalization": "range [-1, 1]"}
     assert "input_contract" not in without.params
     # a card beside the model is read the same way
-    (model.parent / "pm1.card.yaml").write_text(SPEC)
+    (model.parent / "tiny.card.yaml").write_text(SPEC)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", WorkbenchWarning)
             carded = curate_calibration_set(digits, 20, strategy="coverage", model=str(model))
     finally:
-        (model.parent / "pm1.card.yaml").unlink()
+        (model.parent / "tiny.card.yaml").unlink()
     np.testing.assert_allclose(seen[-1], x_spec, atol=1e-6)
     assert carded.sample_ids == with_spec.sample_ids
 

@@ -4,26 +4,11 @@ A card dropped beside the model changes the calibration; before, nothing in the 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
 import pytest
 
 from .conftest import run_cli
-
-
-@pytest.fixture(scope="module")
-def tiny_keras(tmp_path_factory):
-    import keras
-    keras.utils.set_random_seed(0)
-    folder = tmp_path_factory.mktemp("contract")
-    model = keras.Sequential([keras.Input((32, 32, 1)), keras.layers.Conv2D(4, 3, strides=2, activation="relu"),
-                              keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
-    path = folder / "tiny.keras"
-    with contextlib.redirect_stdout(io.StringIO()):
-        model.save(path)
-    return path
 
 
 @pytest.mark.slow
