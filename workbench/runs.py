@@ -33,7 +33,7 @@ from ._io import CACHE_TOKEN, atomic_write_json, local_paths, portable_paths, re
 from ._results import Result, check_values
 from ._validation import check_choice
 from .errors import BatchError, WorkbenchWarning
-from .vocab import HOST_CPU_LABEL, STAGES
+from .vocab import HOST_CPU_LABEL, STAGE_TYPES, STAGES
 
 if TYPE_CHECKING:
     from .chain import StageChain
@@ -121,16 +121,6 @@ class RunManifest(Result):
         from . import display
         return (f'<details style="margin:6px 0"><summary style="cursor:pointer;font-size:13px">Run manifest: '
                 f"{display.esc(self.summary())}</summary>{display.table(('', ''), self.rows())}</details>")
-
-
-#: the result type each stage saves: what ``RunFolder.load`` builds (a record never chooses code)
-STAGE_TYPES = {
-    "calibration": "workbench.calibration.curate:CalibrationSet",
-    "quantize": "workbench.quantize.engine:QuantizedModel",
-    "accuracy": "workbench.evaluate.accuracy:AccuracyReport",
-    "placement": "workbench.placement.analyze:PlacementReport",
-    "timing": "workbench.board.timing:TimingResult",
-}
 
 
 def _as_path(name: str) -> str:

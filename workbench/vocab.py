@@ -61,6 +61,16 @@ STAGE_NOTEBOOKS: dict[str, str] = {
 }
 SUMMARY_NOTEBOOK = "90_summary"
 
+#: the result type each stage saves (``module:class``): what a run folder or a store builds from a record
+#: (a record never chooses the code that reads it)
+STAGE_TYPES: dict[str, str] = {
+    Stage.CALIBRATION.value: "workbench.calibration.curate:CalibrationSet",
+    Stage.QUANTIZE.value: "workbench.quantize.engine:QuantizedModel",
+    Stage.ACCURACY.value: "workbench.evaluate.accuracy:AccuracyReport",
+    Stage.PLACEMENT.value: "workbench.placement.analyze:PlacementReport",
+    Stage.TIMING.value: "workbench.board.timing:TimingResult",
+}
+
 
 # -- recipes and calibration strategies --------------------------------------------------------
 class Recipe(StrEnum):

@@ -20,17 +20,10 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import WorkbenchWarning
+from ..vocab import STAGE_TYPES
 
 __all__ = ["CellStore", "MemoStore", "RunFolderStore", "Store", "result_type"]
 
-#: the result type each stage saves (a record never chooses the code that reads it)
-STAGE_TYPES = {
-    "calibration": "workbench.calibration.curate:CalibrationSet",
-    "quantize": "workbench.quantize.engine:QuantizedModel",
-    "accuracy": "workbench.evaluate.accuracy:AccuracyReport",
-    "placement": "workbench.placement.analyze:PlacementReport",
-    "timing": "workbench.board.timing:TimingResult",
-}
 
 
 def result_type(stage: str) -> Any:
