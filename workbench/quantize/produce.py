@@ -77,7 +77,7 @@ def quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: Calibration,
         work, work_fmt, conversion = backend_source(eq_source, eq_fmt, rec, calib)
     else:
         work, work_fmt, conversion = backend_source(source, fmt, rec, calib)
-    shape, input_name, _ = backend_input_shape(work, work_fmt, rec)
+    shape, input_name, fn = backend_input_shape(work, work_fmt, rec)   # fn: the SavedModel/Keras model, loaded once
     x = calib.x
     if rec.backend == "onnx" and len(shape) == 4 and tuple(x.shape[1:]) == (shape[2], shape[3], shape[1]) \
             and tuple(x.shape[1:]) != tuple(shape[1:]):
@@ -101,7 +101,7 @@ def quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: Calibration,
     else:
         from .tflite_backend import quantize_tflite
         report: dict[str, Any] = {}
-        data = quantize_tflite(work, work_fmt, rec, calib.x, report)
+        data = quantize_tflite(work, work_fmt, rec, calib.x, report, fn=fn)
         ranges = report.get("ranges")
     if rec.backend == "tflite":   # exact rewrites of what a converter added (workbench/models/tflite_passes/)
         from ..models.tflite_fold import fold_lines

@@ -189,11 +189,13 @@ def _denylists(recipe: QuantRecipe) -> tuple[list[str], list[str]]:
 
 
 def quantize_tflite(path: str | os.PathLike, fmt: str, recipe: QuantRecipe, x: np.ndarray,
-                    report: dict[str, Any] | None = None) -> bytes:
+                    report: dict[str, Any] | None = None, *, fn: Any = None) -> bytes:
     """Quantized .tflite bytes for the model at ``path``.  ``report`` (a dict) receives what the percentile
-    calibrator did (``ranges``: the tensors changed, the outliers of the calibrated ranges)."""
+    calibrator did (``ranges``: the tensors changed, the outliers of the calibrated ranges).  ``fn``: the
+    model's frozen function when the caller loaded it already (:func:`load_function`; else loaded here)."""
     tf = _tf()
-    fn, _, _ = load_function(path, fmt)
+    if fn is None:
+        fn, _, _ = load_function(path, fmt)
     conv = make_converter(fn, recipe, x)
     import warnings
     if recipe.calibrator == "percentile" and recipe.activation_bits == 16:
