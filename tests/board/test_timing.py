@@ -176,10 +176,22 @@ def test_benchmark_model_autodetect_reports_where_it_looked(fake_board):
     (dict(local=True, warmup=-1), "`warmup` must be an integer >= 0"),
     (dict(local=True, runner="benchmark_model"), "needs a board"),
     (dict(local=True, delegate="/nonexistent/lib.so"), "does not exist on this machine"),
+    (dict(local=True, kernels="fast"), "`kernels` must be one of 'default', 'optimized', 'reference'"),
 ])
 def test_validation(tiny_models, kwargs, phrase):
     with pytest.raises(BoardError, match=phrase.replace("(", r"\(").replace("*", r"\*")):
         time_on_board(tiny_models["int8"], **kwargs)
+
+
+def test_the_python_runner_is_told_the_kernels_and_the_label_says_so(tiny_models):
+    from workbench.board.runners import python_argv
+    argv = python_argv(python="python3", runner_path="r.py", model_path="m.tflite", runs=1, warmup=0,
+                       inputs_path="in.npz", kernels="reference")
+    assert argv[-2:] == ["--kernels", "reference"]
+    assert "--kernels" not in python_argv(python="python3", runner_path="r.py", model_path="m.tflite", runs=1,
+                                          warmup=0)
+    r = time_on_board(tiny_models["int8"], local=True, runs=3, warmup=0, kernels="reference")
+    assert r.where == f"{HOST_CPU}, reference kernels" and len(r.runs_us) == 3
 
 
 def test_missing_model_file(tmp_path):

@@ -116,7 +116,7 @@ def test_calibration_hash_mismatch(tmp_path):
     assert f.evidence["stored_hash"] != f.evidence["computed_hash"] and f.evidence["n_ids"] == 200
 
 
-@pytest.mark.parametrize("name", ["cold-start", "still-falling", "too-few-runs", "board-int8-disagreement"])
+@pytest.mark.parametrize("name", ["cold-start", "still-falling", "too-few-runs"])
 def test_timing_and_board_traps(name):
     f = _one(name, None)
     ev = f.evidence
@@ -124,10 +124,8 @@ def test_timing_and_board_traps(name):
         assert ev["runs"][0]["run"] == 0 and ev["runs"][0]["us"] > 1000 * ev["median_us"]
     elif name == "too-few-runs":
         assert ev["n_runs"] == 20 and ev["min_runs"] == 100
-    elif name == "still-falling":
-        assert "first-quarter median" in ev["detail"]
     else:
-        assert ev["conditions"][0]["condition"] == "low-light" and ev["conditions"][0]["agreement"] == 0.52
+        assert name == "still-falling" and "first-quarter median" in ev["detail"]
 
 
 @pytest.mark.slow
@@ -140,6 +138,18 @@ def test_board_placement_mismatch_is_read_from_the_boards_op_profile(zoo_root):
     assert f.target == "imx8mp" and (ev["predicted_npu_ops"], ev["predicted_share"]) == (4, 1.0)
     assert (ev["measured_npu_ops"], ev["measured_share"]) == (3, 0.75)
     assert ev["cpu_op_types"] == ["TFLite_Detection_PostProcess"] and f.message.startswith("board evk8mp (imx8mp)")
+
+
+@pytest.mark.slow
+def test_board_int8_disagreement_is_scored_from_the_boards_own_outputs(zoo_root):
+    """Three-way accuracy by the real timing stage over SSH to the loopback board, whose runtime uses TFLite's
+    reference kernels (its boards.yaml): under low-light the top-two margin is ~1 INT8 step and the board's
+    rounding flips top-1 on more than 5% of 200 samples; daylight (wide margins) agrees."""
+    f = _one("board-int8-disagreement", zoo_root)
+    (row,) = f.evidence["conditions"]
+    assert row["condition"] == "low-light" and row["n"] == 200 and row["agreement"] < 0.95
+    assert f.target == "imx93" and f.evidence["min_agreement"] == 0.98
+    assert f.message.startswith("board evk93 CPU only (no delegate), reference kernels: host-vs-board INT8")
 
 
 def test_tflite_float_op_and_qdq_inside(zoo_root):

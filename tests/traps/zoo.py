@@ -398,12 +398,54 @@ def trap_board_placement_mismatch(root: Path) -> Findings:
     return findings_for(timing, target="imx8mp", placement=placement)
 
 
+def _low_margin_keras(path: Path, seed: int = 40) -> None:
+    """A 10-class Keras CNN (conv -> depthwise relu6 -> average pool -> 1x1 conv hard_swish -> mean -> dense, no
+    bias): on dim images its features are small, so the top two class scores lie about one INT8 step apart."""
+    import keras
+    keras.utils.set_random_seed(seed)
+    inp = keras.Input((H, W, 1), batch_size=1, name="image")
+    x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    x = keras.layers.DepthwiseConv2D(3, padding="same", activation="relu6")(x)
+    x = keras.layers.AveragePooling2D(2)(x)
+    x = keras.layers.Conv2D(8, 1, activation="hard_swish")(x)
+    dense = keras.layers.Dense(10, use_bias=False)
+    model = keras.Model(inp, dense(keras.layers.GlobalAveragePooling2D()(x)))
+    dense.set_weights([np.random.default_rng(seed).normal(0, 0.5, (8, 10)).astype(np.float32)])
+    path.mkdir()
+    model.save(path / "model.keras")
+
+
+def low_light_dataset(n_cal: int = 80, n_test: int = 200, dim: float = 0.05) -> Any:
+    """Images in [0, 1] ("daylight") and in [0, ``dim``] ("low-light"), both in the calibration pool."""
+    from workbench.data.dataset import Dataset
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.random((n_cal, H, W, 1)), rng.random((n_cal, H, W, 1)) * dim,
+                        rng.random((n_test, H, W, 1)), rng.random((n_test, H, W, 1)) * dim]).astype(np.float32)
+    cond = np.array((["daylight"] * n_cal + ["low-light"] * n_cal) + (["daylight"] * n_test + ["low-light"] * n_test))
+    split = np.array(["calibration"] * (2 * n_cal) + ["test"] * (2 * n_test))
+    return Dataset(name="trap-low-light", x=x, y=np.arange(len(x)) % 10, condition=cond, split=split,
+                   ids=np.array([f"s{i}" for i in range(len(x))]), classes=tuple(str(c) for c in range(10)),
+                   source="trap zoo: uniform images, dimmed 20x under low-light")
+
+
 def trap_board_int8_disagreement(root: Path) -> Findings:
-    from workbench.board.accuracy import BoardAccuracy, BoardAccuracyRow
-    rows = (BoardAccuracyRow("daylight", 100, 0.99, 0.98, 0.98, 1.0, False),
-            BoardAccuracyRow("low-light", 100, 0.72, 0.70, 0.41, 0.52, True))
-    acc = BoardAccuracy(rows=rows, where="board evk via libvx_delegate.so", min_agreement=0.95)
-    return findings_for(_timing(_steady(200), accuracy=acc), target="imx8mp")
+    """The low-margin CNN, a8w8_pc, timed with three-way accuracy by the real timing stage over SSH on a loopback
+    board whose runtime uses TFLite's reference kernels (``kernels: reference`` in its boards.yaml) while the host
+    runs the default ones (XNNPACK): under low-light the top-two margin is ~1 INT8 step and the kernels' rounding
+    flips the top-1 class; the stage scores the board's own outputs against the host's."""
+    import tempfile
+
+    import workbench as wb
+    from tests.board.loopback import loopback_sshd
+    data = low_light_dataset()
+    model = _shared(root, "low_margin_keras", _low_margin_keras) / "model.keras"
+    q = quantize(model, "a8w8_pc", data.select(split="calibration"), dataset=data,
+                 output=root / "_shared" / "q-board-int8-disagreement")
+    accuracy = {"dataset": data, "int8_model": str(q.path), "fp32_model": str(model), "samples": 200}
+    with tempfile.TemporaryDirectory(prefix="board-", dir=root) as tmp, loopback_sshd(Path(tmp) / "sshd") as sshd:
+        boards = _loopback_board(sshd, "evk93", target="imx93", folder=Path(tmp), kernels="reference")
+        timing = wb.time_on_board(q.path, board="evk93", boards_file=boards, runs=100, warmup=10, accuracy=accuracy)
+    return findings_for(timing, target="imx93")
 
 
 # -- deployment ---------------------------------------------------------------------------------------------

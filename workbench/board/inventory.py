@@ -129,7 +129,7 @@ class Board(Result):
     known_hosts: str | None = None
     description: str = ""
     source: str = ""
-    kernels: str = "default"           # CPU kernels of the board's runtime (bisect): default, optimized, reference
+    kernels: str = "default"           # CPU kernels of the board's runtime (python runner, accuracy, bisect)
 
     def summary(self) -> str:
         return (f"board {self.name} ({self.target}) at {self.destination}, delegate "

@@ -45,7 +45,8 @@ def _measure(path: Path, session: _Session, options: TimingOptions, *,
         raw = run_mod.run_python(transport, python=session.python, runner_path=runner_path,
                                  model_path=model_path, runs=options.runs, warmup=options.warmup,
                                  delegate=session.delegate, threads=options.threads,
-                                 delegate_options=delegate_options, seed=options.seed)
+                                 delegate_options=delegate_options, seed=options.seed,
+                                 kernels=session.kernels)
     else:
         binary = session.benchmark_model or run_mod.find_benchmark_model(transport)
         dep.check_remote_file(transport, binary, what="benchmark_model", executable=True,
@@ -79,7 +80,7 @@ def _measure(path: Path, session: _Session, options: TimingOptions, *,
             payload, acc_stdout = run_mod.run_accuracy(
                 transport, python=session.python, runner_path=runner_path, model_path=model_path,
                 inputs_path=inputs, delegate=session.delegate, threads=options.threads,
-                delegate_options=delegate_options)
+                delegate_options=delegate_options, kernels=session.kernels)
         finally:
             if session.local:
                 os.unlink(inputs)
@@ -88,7 +89,9 @@ def _measure(path: Path, session: _Session, options: TimingOptions, *,
         acc_params = _accuracy_params(accuracy, npz, host_data)
 
     fields = _build(path, digest, raw, runner="local" if session.local else options.runner,
-                    where=session.where, on_board=not session.local, warmup=options.warmup,
+                    where=session.where + (f", {session.kernels} kernels" if session.kernels != "default"
+                                           and options.runner == "python" else ""),
+                    on_board=not session.local, warmup=options.warmup,
                     asked_runs=options.runs, board=session.board, target=session.target,
                     destination=session.destination, delegate=session.delegate, fingerprint=fp,
                     seed=options.seed,

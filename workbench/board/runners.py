@@ -47,8 +47,9 @@ class RawRun:
 def python_argv(*, python: str, runner_path: str, model_path: str, runs: int, warmup: int,
                 delegate: str | None = None, threads: int | None = None,
                 delegate_options: dict[str, str] | None = None, seed: int = 0,
-                inputs_path: str | None = None) -> list[str]:
-    """The Python runner's command line (every value a plain string)."""
+                inputs_path: str | None = None, kernels: str = "default") -> list[str]:
+    """The Python runner's command line (every value a plain string); ``kernels``: the runtime's CPU kernels
+    (``default``, ``optimized``, ``reference``; see ``remote_runner.KERNELS``)."""
     argv = [python, runner_path, "--model", model_path, "--runs", str(runs),
             "--warmup", str(warmup), "--seed", str(seed)]
     if delegate:
@@ -59,17 +60,19 @@ def python_argv(*, python: str, runner_path: str, model_path: str, runs: int, wa
         argv += ["--threads", str(threads)]
     if inputs_path:
         argv += ["--inputs", inputs_path]
+    if kernels != "default":
+        argv += ["--kernels", kernels]
     return argv
 
 
 def run_python(transport, *, python: str, runner_path: str, model_path: str,
                runs: int, warmup: int, delegate: str | None = None, threads: int | None = None,
                delegate_options: dict[str, str] | None = None, seed: int = 0,
-               timeout: float | None = None) -> RawRun:
+               timeout: float | None = None, kernels: str = "default") -> RawRun:
     """Time ``model_path`` with the pushed Python runner."""
     argv = python_argv(python=python, runner_path=runner_path, model_path=model_path, runs=runs,
                        warmup=warmup, delegate=delegate, threads=threads,
-                       delegate_options=delegate_options, seed=seed)
+                       delegate_options=delegate_options, seed=seed, kernels=kernels)
     result = transport.run(argv, check=False, timeout=timeout)
     raw = raw_from_python_output(result.stdout, stderr=result.stderr, returncode=result.returncode,
                                  label=transport.label, python=python)
@@ -145,7 +148,7 @@ def _list(value: Any, key: str) -> list:
 def run_accuracy(transport, *, python: str, runner_path: str, model_path: str, inputs_path: str,
                  delegate: str | None = None, threads: int | None = None,
                  delegate_options: dict[str, str] | None = None,
-                 timeout: float | None = None) -> tuple[dict[str, Any], str]:
+                 timeout: float | None = None, kernels: str = "default") -> tuple[dict[str, Any], str]:
     """Run the held-out sample through the model on the board: ``(payload, raw stdout)``.
 
     ``payload["outputs"]`` maps each condition to a list of per-sample output vectors
@@ -153,7 +156,7 @@ def run_accuracy(transport, *, python: str, runner_path: str, model_path: str, i
     """
     argv = python_argv(python=python, runner_path=runner_path, model_path=model_path, runs=0,
                        warmup=0, delegate=delegate, threads=threads,
-                       delegate_options=delegate_options, inputs_path=inputs_path)
+                       delegate_options=delegate_options, inputs_path=inputs_path, kernels=kernels)
     result = transport.run(argv, check=False, timeout=timeout)
     return accuracy_from_output(result.stdout, stderr=result.stderr, returncode=result.returncode,
                                 label=transport.label, python=python), result.stdout

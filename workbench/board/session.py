@@ -37,10 +37,14 @@ class TimingOptions:
     command_timeout: float = 900.0
     seed: int = 0
     fingerprint: bool = True
+    kernels: str | None = None          # python runner's CPU kernels (None: the board's `kernels:`, else default)
 
     def __post_init__(self) -> None:
+        from .inventory import KERNEL_CHOICES
         from .runners import RUNNERS
         check_choice("runner", self.runner, RUNNERS, error=BoardError)
+        if self.kernels is not None:
+            check_choice("kernels", self.kernels, KERNEL_CHOICES, error=BoardError)
         check_positive_int("runs", self.runs, error=BoardError)
         if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
             raise BoardError(f"`warmup` must be an integer >= 0. Got {self.warmup!r} instead.")
@@ -71,6 +75,7 @@ class _Session:
     board: str | None = None
     target: str | None = None
     destination: str | None = None
+    kernels: str = "default"            # the python runner's CPU kernels on this board
 
 
 def _open_session(*, board: str | None, boards_file: Any, host: str | None, ssh_config: Any,
@@ -81,12 +86,12 @@ def _open_session(*, board: str | None, boards_file: Any, host: str | None, ssh_
     from .inventory import DEFAULT_PYTHON, DEFAULT_WORKDIR, TYPICAL_DELEGATE, get_board
     from .ssh import LocalTransport, SSHTransport
 
-    delegate, python = options.delegate, options.python
+    delegate, python, kernels = options.delegate, options.python, options.kernels
     if local:
         import sys
         session = _Session(LocalTransport(command_timeout=options.command_timeout), HOST_CPU,
                            local=True, python=python or sys.executable, workdir="",
-                           delegate=delegate, benchmark_model=None)
+                           delegate=delegate, benchmark_model=None, kernels=kernels or "default")
     else:
         board_name = target = None
         workdir, binary = options.workdir, options.benchmark_model
@@ -99,6 +104,7 @@ def _open_session(*, board: str | None, boards_file: Any, host: str | None, ssh_
             binary = binary or b.benchmark_model
             ssh_config = ssh_config or b.ssh_config
             known_hosts = known_hosts or b.known_hosts
+            kernels = kernels or b.kernels
         else:
             destination = str(host)
         transport = SSHTransport(destination, ssh_config=ssh_config, known_hosts=known_hosts,
@@ -112,7 +118,7 @@ def _open_session(*, board: str | None, boards_file: Any, host: str | None, ssh_
         session = _Session(transport, where, local=False, python=python or DEFAULT_PYTHON,
                            workdir=workdir or DEFAULT_WORKDIR, delegate=delegate,
                            benchmark_model=binary, board=board_name, target=target,
-                           destination=destination)
+                           destination=destination, kernels=kernels or "default")
     if session.delegate:
         hint = "check `delegate:` in boards.yaml or --delegate"
         if session.target in TYPICAL_DELEGATE:
@@ -132,10 +138,11 @@ def _session_label(session: _Session, raw: Any) -> str:
         return HOST_CPU
     name = session.board or session.destination or "?"
     ignored = raw.log is not None and raw.log.ignored_delegate
+    kernels = f", {session.kernels} kernels" if session.kernels != "default" else ""
     if session.delegate and not ignored:
         return latency_label(LatencySource.BOARD, board=name,
-                             delegate=os.path.basename(session.delegate))
-    return latency_label(LatencySource.BOARD_CPU, board=name)
+                             delegate=os.path.basename(session.delegate)) + kernels
+    return latency_label(LatencySource.BOARD_CPU, board=name) + kernels
 
 
 class _LocalShell:
