@@ -10,7 +10,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from workbench.calibration.curate import CalibrationSet, allocate, curate_calibration_set, k_center_greedy
+from workbench.calibration.curate import CalibrationSet, curate_calibration_set, k_center_greedy
+from workbench.calibration.strategies import allocate
 from workbench.errors import CalibrationError, WorkbenchWarning
 
 from .conftest import make_dataset
