@@ -52,8 +52,8 @@ MODULES: dict[str, list[str]] = {
     "workbench/evaluate/findings.py": ["tests/evaluate/test_accuracy_findings.py",
                                        "tests/evaluate/test_drop_threshold.py"],
     "workbench/evaluate/drops.py": ["tests/evaluate/test_accuracy_findings.py", "tests/evaluate/test_drop_threshold.py"],
-    "workbench/calibration/findings.py": ["tests/traps/test_traps.py", "::k=calibration",
-                                          "tests/calibration/test_leakage.py"],
+    "workbench/calibration/findings.py": ["tests/calibration/test_findings_boundaries.py", "tests/traps/test_traps.py",
+                                          "::k=calibration", "tests/calibration/test_leakage.py"],
     "workbench/board/findings.py": ["tests/traps/test_traps.py", "::k=timing or board or warm"],
     "workbench/placement/findings.py": ["tests/traps/test_traps.py",
                                         "::k=cpu_island or per_channel_on or int16 or bsp"],
@@ -65,15 +65,30 @@ DISPLAY = {"summary", "text", "_repr_html_", "findings_html", "_evidence_text", 
            "write_docs", "rows", "plot", "_pct", "__repr__", "table_rows", "_evidence_html", "_group_row", "op_groups",
            "_drop_text", "_short_name", "_layer_names"}
 
-#: equivalent mutants, left out of the score: (module, a piece of the mutated line's code, mutation) -> why no
-#: test can tell the mutant from the original.  A survivor is a missing test unless it is listed here with a reason.
-EQUIVALENT: dict[tuple[str, str, str], str] = {
-    ("workbench/evaluate/stats.py", "def paired_bootstrap(", "1000 -> 1001"):
+_TOLERANCE = ("the float tolerance of a limit: a drop or an agreement moves in steps of one sample (100/n pp, 1/n), "
+              "so no measured value lies between the limit and the limit plus or minus 1e-9 (or 2e-9): the tolerance "
+              "and its strictness change no verdict (at the limit and one sample past it are tested)")
+
+#: equivalent mutants, left out of the score: (module, a piece of the mutated line's code, the mutated expression
+#: exactly or "" for any, mutation) -> why no test can tell the mutant from the original.  A survivor is a missing
+#: test unless it is listed here with a reason.
+EQUIVALENT: dict[tuple[str, str, str, str], str] = {
+    ("workbench/evaluate/stats.py", "def paired_bootstrap(", "", "1000 -> 1001"):
         "a default resample count: 1001 resamples estimate the same percentile CI as 1000 (callers that gate "
         "pass n_bootstrap; the seeded draw of the first 1000 resamples is unchanged)",
-    ("workbench/board/stats.py", "n_boot: int = 2000,", "2000 -> 2001"):
+    ("workbench/board/stats.py", "n_boot: int = 2000,", "", "2000 -> 2001"):
         "a default resample count: 2001 resamples estimate the same p99 CI as 2000 (the seeded draw of the "
         "first 2000 is unchanged)",
+    **{("workbench/evaluate/gate.py", "1e-9", node, what): _TOLERANCE for node, what in (
+        ("1e-9", "1e-09 -> 2e-09"), ("drop > max_drop + 1e-9", "Gt -> GtE"), ("a.drop_pp > limit + 1e-9", "Gt -> GtE"))},
+    **{("workbench/evaluate/gate.py", "1e-12", node, what): _TOLERANCE for node, what in (
+        ("1e-12", "1e-12 -> 2e-12"), ("row.agreement < min_agreement - 1e-12", "Lt -> LtE"),
+        ("value < agreement - 1e-12", "Lt -> LtE"))},
+    ("workbench/calibration/findings.py", "shares.get(c, 0.0) < UNDER_REPRESENTED * t]", "0.0", "0.0 -> 1.0"):
+        "CalibrationSet.shares() holds every condition of target_shares, so the default of .get is never read",
+    ("workbench/calibration/findings.py", "shares.get(c, 0.0) < UNDER_REPRESENTED * t]", "t > 0", "Gt -> GtE"):
+        "under-representation also needs share < UNDER_REPRESENTED * t: with t == 0 no share (>= 0) is below 0, "
+        "so `t >= 0` flags nothing `t > 0` does not",
 }
 
 _SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -91,12 +106,14 @@ class Mutant:
     line: int
     what: str
     code: str = ""          # the mutated line of the original source
+    node: str = ""          # the mutated expression's source
 
     @property
     def equivalent(self) -> str | None:
         """Why this mutant is equivalent (:data:`EQUIVALENT`), or None."""
-        return next((why for (module, piece, what), why in EQUIVALENT.items()
-                     if module == self.module and what == self.what and piece in self.code), None)
+        return next((why for (module, piece, node, what), why in EQUIVALENT.items()
+                     if module == self.module and what == self.what and piece in self.code
+                     and node in ("", self.node)), None)
 
 
 def _skipped_nodes(tree: ast.AST) -> set[int]:
@@ -125,7 +142,7 @@ class _Mutator(ast.NodeTransformer):
     def _point(self, node: ast.AST, what: str) -> bool:
         here = self.count
         self.count += 1
-        self.found.append((getattr(node, "lineno", 0), what))
+        self.found.append((getattr(node, "lineno", 0), what, node))
         return here == self.target
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
@@ -187,8 +204,9 @@ def mutants_of(module: str) -> list[Mutant]:
     tree = ast.parse(source)
     m = _Mutator(_skipped_nodes(tree) | _functions_only(tree))
     m.visit(tree)
-    return [Mutant(module, i, line, what, lines[line - 1].strip() if 0 < line <= len(lines) else "")
-            for i, (line, what) in enumerate(m.found)]
+    return [Mutant(module, i, line, what, lines[line - 1].strip() if 0 < line <= len(lines) else "",
+                   ast.get_source_segment(source, node) or "")
+            for i, (line, what, node) in enumerate(m.found)]
 
 
 def mutated_source(module: str, index: int) -> str:

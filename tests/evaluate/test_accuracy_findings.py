@@ -180,3 +180,51 @@ def test_an_exclusion_is_the_fix_only_when_no_integer_recipe_fixes_the_drop():
     (f,) = drop_findings(_spread(trials=[FixTrial("a8w8_pc+cle", "overexposed", 0.7, -0.4, 1.8, 0.70),
                                          FixTrial("a8w8_pt+cle", "overexposed", 0.2, -0.9, 1.3, 0.71)]))
     assert f.evidence["fix"] == "a8w8_pt+cle"                  # among integer recipes: the smaller drop
+
+
+def _fid(cond, sqnr, cosine, output="logits", model="int8"):
+    from workbench.evaluate.fidelity import FidelityRow
+    return FidelityRow(condition=cond, model=model, output=output, output_index=0, kind="logits", n=100, values=1000,
+                       sqnr_db=sqnr, sqnr_ci_low=None, sqnr_ci_high=None, cosine=cosine, cosine_ci_low=None,
+                       cosine_ci_high=None, max_abs_error=1.0, max_abs_ci_low=1.0, max_abs_ci_high=1.0)
+
+
+def _collapsed(*rows):
+    import dataclasses
+
+    from workbench.evaluate.findings import collapsed_outputs
+    return collapsed_outputs(dataclasses.replace(_spread(), fidelity=tuple(rows)), target="imx93")
+
+
+@pytest.mark.parametrize("sqnr,cosine,flagged", [
+    (10.0, 0.95, False),     # at the SQNR line: not under it
+    (9.99, 0.95, True),
+    (20.0, 0.9, False),      # at the cosine line
+    (20.0, 0.899, True),
+    (None, 0.5, True),       # no SQNR (a constant output): the cosine alone decides
+    (None, 0.95, False),
+    (5.0, None, True),       # no cosine: the SQNR alone decides
+    (15.0, None, False),
+    (None, None, False),     # nothing measured: nothing to say
+])
+def test_an_output_is_collapsed_under_either_line_not_at_it(sqnr, cosine, flagged):
+    found = _collapsed(_fid("daylight", sqnr, cosine))
+    assert len(found) == int(flagged)
+    if flagged:
+        (f,) = found
+        assert f.code == "accuracy.output-collapsed" and f.target == "imx93"
+        assert f.evidence["conditions"] == {"daylight": {"sqnr_db": sqnr, "cosine": cosine, "n": 100}}
+        assert f.evidence["sqnr_threshold_db"] == 10.0 and f.evidence["cosine_threshold"] == 0.9
+
+
+def test_collapsed_outputs_are_one_finding_per_model_and_output_naming_each_condition():
+    found = _collapsed(_fid("daylight", 3.0, 0.5), _fid("overexposed", 25.0, 0.99), _fid("low-light", 4.0, 0.6),
+                       _fid("daylight", 2.0, 0.4, output="boxes"), _fid("daylight", 2.0, 0.4, model="int8b"))
+    by = {(f.evidence["model"], f.evidence["output"]): f for f in found}
+    assert set(by) == {("int8", "logits"), ("int8", "boxes"), ("int8b", "logits")}
+    assert list(by["int8", "logits"].evidence["conditions"]) == ["daylight", "low-light"]
+    assert "on 2 condition(s)" in by["int8", "logits"].message
+    # the rule's entry point reports them before the drops
+    import dataclasses
+    report = dataclasses.replace(_spread(), fidelity=(_fid("daylight", 3.0, 0.5),))
+    assert [f.code for f in findings(report)] == ["accuracy.output-collapsed", "accuracy.drop"]

@@ -1,0 +1,50 @@
+"""The calibration set's findings at each rule's boundary (fast: sets built from counts, no images)."""
+
+from __future__ import annotations
+
+from workbench.calibration.curate import RECOMMENDED_MIN, UNDER_REPRESENTED, CalibrationSet
+from workbench.calibration.findings import set_findings
+
+
+def _set(conditions, target_shares, n=None):
+    n = sum(conditions.values()) if n is None else n
+    ids = tuple(f"cal-{i}" for i in range(n))
+    return CalibrationSet(sample_ids=ids, strategy="random", seed=0, n=n, dataset="d", dataset_hash="h",
+                          pool="calibration", conditions=dict(conditions), classes={},
+                          pool_conditions={c: 500 for c in target_shares}, target_shares=dict(target_shares))
+
+
+def _codes(cal):
+    return {f.code: f for f in set_findings(cal)}
+
+
+def test_a_condition_is_missing_only_with_a_target_share_and_no_sample():
+    found = _codes(_set({"day": 300}, {"day": 0.5, "night": 0.5}))        # night: absent from the counts
+    assert found["calibration.condition-missing"].evidence["missing"] == ["night"]
+    found = _codes(_set({"day": 300, "night": 0}, {"day": 0.5, "night": 0.5}))   # night: counted zero
+    assert found["calibration.condition-missing"].evidence["missing"] == ["night"]
+    assert "calibration.condition-under-represented" not in found        # missing, not also "under"
+    # a condition the deployment does not see (share 0) is not missing; one sample is not missing (it is few)
+    assert "calibration.condition-missing" not in _codes(_set({"day": 300}, {"day": 1.0, "night": 0.0}))
+    found = _codes(_set({"day": 299, "night": 1}, {"day": 0.5, "night": 0.5}))
+    assert "calibration.condition-missing" not in found
+    assert [c["condition"] for c in found["calibration.condition-under-represented"].evidence["conditions"]] == [
+        "night"]
+
+
+def test_under_represented_below_half_its_target_share_not_at_it():
+    half = UNDER_REPRESENTED * 0.5                  # night's target share 0.5: under below 0.25 of the set
+    at = _set({"day": 300, "night": 100}, {"day": 0.5, "night": 0.5})       # 100/400 = 0.25: at the line
+    assert at.shares()["night"] == half and "calibration.condition-under-represented" not in _codes(at)
+    below = _set({"day": 301, "night": 100}, {"day": 0.5, "night": 0.5})    # 100/401 < 0.25
+    (row,) = _codes(below)["calibration.condition-under-represented"].evidence["conditions"]
+    assert row["condition"] == "night" and row["samples"] == 100 and row["target_share"] == 0.5
+    # a share of 0 in the deployment is never under-represented, whatever the set holds
+    assert "calibration.condition-under-represented" not in _codes(_set({"day": 400, "night": 1},
+                                                                        {"day": 1.0, "night": 0.0}))
+
+
+def test_too_small_below_the_recommended_minimum_only():
+    assert "calibration.too-small" not in _codes(_set({"day": RECOMMENDED_MIN}, {"day": 1.0}))
+    small = _codes(_set({"day": RECOMMENDED_MIN - 1}, {"day": 1.0}))["calibration.too-small"]
+    assert small.evidence["n"] == RECOMMENDED_MIN - 1 and small.evidence["recommended_min"] == RECOMMENDED_MIN
