@@ -34,6 +34,24 @@ def test_activation_sqnr_per_op_is_finite_and_high_for_a_clean_int8_model(pair):
     assert activation_sqnr(str(fp32).replace(".tflite", ".keras"), int8, x) == {}
 
 
+def test_activation_sqnr_feeds_the_model_through_its_input_contract(pair, tmp_path):
+    """Pixels become model inputs as in every other stage: MediaPipe's face_landmark (192 x 192) on 128 x 128
+    photos crashed stage 40 (`cannot reshape array of size 49152`), and a [-1, 1] model got [0, 1] inputs."""
+    from workbench.models.contract import InputContract
+    fp32, int8 = pair
+    pixels = np.random.default_rng(1).random((6, 12, 12, 3), dtype=np.float32)       # not the model's 16 x 16
+    contract = InputContract(color="rgb", size=(16, 16), resize="stretch", range=(0.0, 0.5))
+    got = activation_sqnr(fp32, int8, pixels, contract=contract)
+    assert got and all(v > 10 for v in got.values())
+    fed = contract.apply(pixels)
+    assert fed.shape[1:3] == (16, 16) and 0.4 < fed.max() <= 0.5    # resized and scaled to [0, 0.5]
+    identity = activation_sqnr(fp32, int8, fed, contract=InputContract(color="rgb", size=(16, 16)))
+    assert identity == pytest.approx(got)
+    card = tmp_path / "card.yaml"                                   # a card path works the same
+    card.write_text("color: rgb\nsize: [16, 16]\nresize: stretch\nrange: [0, 0.5]\n")
+    assert activation_sqnr(fp32, int8, pixels, contract=card) == pytest.approx(got)
+
+
 def test_graph_colours_each_op_per_target_and_names_the_cpu_reason(pair, reject_tflite):
     _, int8 = pair
     x = np.random.default_rng(1).random((4, 16, 16, 3), dtype=np.float32)

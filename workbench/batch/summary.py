@@ -187,7 +187,7 @@ def model_graph_html(run_dir: Path, summary: RunSummary) -> str:
     sqnr: dict[str, dict[int, float]] = {}
     first = None
     for t in summary.targets:
-        _, placement = _stage_results(run_dir, t.target)
+        accuracy, placement = _stage_results(run_dir, t.target)
         if placement is None:
             continue
         path = Path(placement.model)
@@ -199,7 +199,8 @@ def model_graph_html(run_dir: Path, summary: RunSummary) -> str:
             m = t.manifest
             folder = RunFolder(run_dir, target=t.target, model=m.model if m else "reference",
                                dataset=m.dataset if m else "digits-conditions")
-            sqnr[t.target] = activation_sqnr(folder.fp32_baseline, path, folder.data.select(split="test").x)
+            sqnr[t.target] = activation_sqnr(folder.fp32_baseline, path, folder.data.select(split="test").x,
+                                             contract=getattr(accuracy, "contract", None))
         except (WorkbenchError, OSError, ValueError, KeyError):
             sqnr[t.target] = {}          # the graph still shows where each op runs
     if first is None:

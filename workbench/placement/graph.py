@@ -200,9 +200,14 @@ def model_graph(model: str | os.PathLike, placements: Mapping[str, Any], *,
 _IO_OPS = ("QUANTIZE", "DEQUANTIZE")
 
 
-def activation_sqnr(fp32: str | os.PathLike, int8: str | os.PathLike, x: Any, *, limit: int = 64) -> dict[int, float]:
+def activation_sqnr(fp32: str | os.PathLike, int8: str | os.PathLike, x: Any, *, limit: int = 64,
+                    contract: Any = None) -> dict[int, float]:
     """SQNR (dB) of each op's output of the INT8 ``.tflite`` against the same op of the FP32 ``.tflite``
     (error accumulated from the input up to that op), over the first ``limit`` samples of ``x``.
+
+    ``x`` holds pixels as datasets give them (float32 in [0, 1] or uint8, NHWC); they become model inputs
+    through the input contract, as in every other stage: ``contract`` (an ``InputContract``, a card path or
+    mapping; default the card beside ``fp32``, else inferred from the model).
 
     The two graphs are matched op by op once QUANTIZE/DEQUANTIZE are left out; when their op types do not
     line up (another converter, a fused pattern), the result is empty rather than a guess.
@@ -217,7 +222,8 @@ def activation_sqnr(fp32: str | os.PathLike, int8: str | os.PathLike, x: Any, *,
     oq = [o for o in gq.ops if o.type not in _IO_OPS]
     if [o.type for o in of] != [o.type for o in oq]:
         return {}
-    xs = np.asarray(x, dtype=np.float32)[:limit]
+    from ..models.contract import resolve_contract
+    xs = resolve_contract(fp32, contract).apply(np.asarray(x)[:limit], where=str(fp32))
     out_f = _all_outputs(fp32, [o.outputs[0] for o in of], xs)
     out_q = _all_outputs(int8, [o.outputs[0] for o in oq], xs)
     result = {}
