@@ -6,11 +6,12 @@ name to ``(expected code, build)``; the tests in this folder assert the code and
 ``benchmarks/bench_traps.py`` counts how many traps are flagged and how many clean models raise a
 false alarm (a finding of severity warning or above).
 
-The timing traps (cold start, still falling, too few runs) build the result a runner returns from
-recorded-style numbers.  The board traps run the real timing stage over SSH on a loopback sshd
-(``tests/board/loopback.py``), whose ``benchmark_model`` is the TEST DOUBLE replaying a recorded board log
-(no board exists here); every other trap runs the real converter, quantizer, inspector, placement
-(both Velas) or accuracy stage.
+Two timing traps (cold start, still falling) build the result a runner returns from recorded-style
+numbers: a real run cannot be made to start cold or keep falling on demand, and benchmark_model logs
+state aggregates only.  The board traps and too-few-runs run the real timing stage over SSH on a
+loopback sshd (``tests/board/loopback.py``), whose ``benchmark_model`` is the TEST DOUBLE replaying a
+recorded board log (no board exists here); every other trap runs the real converter, quantizer,
+inspector, placement (both Velas) or accuracy stage.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def _quantized(root: Path, name: str, source: Callable[[Path], Path], recipe: An
 #: one model per trap: each trap that builds a model gets its own weights (a seed of its own)
 MODEL_SEEDS = {"tflite-float-op": 0, "tflite-qdq-inside": 1, "cpu-island": 2, "per-channel-imx8mp": 0,
                "bsp-compiler": 1, "int16-on-8bit": 2, "clipping": 3,
-               "output-collapsed": 4, "board-placement-mismatch": 5}
+               "output-collapsed": 4, "board-placement-mismatch": 5, "too-few-runs": 6}
 
 
 def sin_saved_model(root: Path, trap: str = "tflite-float-op") -> Path:
@@ -354,7 +355,17 @@ def trap_still_falling(root: Path) -> Findings:
 
 
 def trap_too_few_runs(root: Path) -> Findings:
-    return findings_for(_timing(_steady(20)), target="imx8mp")
+    """The trap's Keras CNN, a8w8_pt, timed 20 times by the real timing stage (python runner) over SSH on the
+    loopback board: the p99 the stage states is one of 20 runs."""
+    import tempfile
+
+    import workbench as wb
+    from tests.board.loopback import loopback_sshd
+    q = _quantized(root, "keras-pt-too-few-runs", lambda r: keras_small(r, "too-few-runs"), "a8w8_pt")
+    with tempfile.TemporaryDirectory(prefix="board-", dir=root) as tmp, loopback_sshd(Path(tmp) / "sshd") as sshd:
+        boards = _loopback_board(sshd, "evk8mp", target="imx8mp", folder=Path(tmp))
+        timing = wb.time_on_board(q.path, board="evk8mp", boards_file=boards, runs=20, warmup=5)
+    return findings_for(timing, target="imx8mp")
 
 
 def _loopback_board(sshd: Any, name: str, *, target: str, folder: Path, replay: str | None = None,
