@@ -49,3 +49,16 @@ def test_heatmap_needs_a_candidate(reference, digits):
     assert alone.candidates == () and "fp32 only" in alone.summary()
     with pytest.raises(EvaluationError, match="a drop heatmap needs a candidate"):
         alone.plot_drop_heatmap()
+
+
+def test_heatmap_cells_write_their_values_readably():
+    """The heatmap every plot here uses: one text per finite cell (NaN stays blank), white on dark cells,
+    dark on light ones, the labels on the axes."""
+    from workbench.evaluate.plots import _heatmap
+    fig, ax = plt.subplots()
+    _heatmap(ax, [[0.0, 1.0], [float("nan"), 0.25]], fmt=".2f", cmap="Blues", vmin=0, vmax=1,
+             xticklabels=["a", "b"], yticklabels=["x", "y"], cbar_label="share")
+    texts = {t.get_text(): t.get_color() for t in ax.texts}
+    assert texts == {"0.00": ".15", "1.00": "w", "0.25": ".15"}
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"] and len(fig.axes) == 2   # and a colour bar
+    plt.close(fig)
