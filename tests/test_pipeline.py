@@ -171,8 +171,9 @@ def test_a_new_field_travels_through_the_one_translation():
 COMPUTE = {"workbench.calibration.curate": "curate_calibration_set", "workbench.quantize.engine": "quantize",
            "workbench.evaluate.accuracy": "compare_accuracy", "workbench.placement.analyze": "analyze_placement",
            "workbench.board.timing": "time_on_board"}
-CLIENTS = ("workbench/runs.py", "workbench/explore.py", "workbench/explore", "workbench/sweep", "workbench/batch",
-           "workbench/calibration/experiment.py")
+CLIENTS = ("workbench/runs.py", "workbench/explore", "workbench/sweep", "workbench/batch",
+           "workbench/calibration/experiment.py", "workbench/run_findings.py", "workbench/run_summary.py",
+           "workbench/diff.py", "workbench/pipeline/flags.py")
 CLIENT_NOTEBOOKS = ("00_explore", "10_calibration_set", "20_quantize", "30_accuracy_by_condition",
                     "40_op_placement", "50_board_timing", "60_sweep")
 
@@ -186,10 +187,13 @@ def _client_files():
 
 
 def _compute_imports(source: str, package: str) -> list[str]:
-    """``from <module> import <compute function>`` (absolute or relative) and ``wb.<compute function>``."""
+    """``from <module> import <compute function>`` (absolute or relative), ``wb.<compute function>``, and
+    ``<module alias>.<compute function>`` after ``from <package> import <module>`` / ``import <module> as x``."""
     import ast
     found = []
-    for node in ast.walk(ast.parse(source)):
+    aliases = {"wb": set(COMPUTE.values())}              # name -> the compute functions reachable through it
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module is not None:
             module = node.module
             if node.level:                                   # relative: resolve against the file's package
@@ -198,9 +202,17 @@ def _compute_imports(source: str, package: str) -> list[str]:
             names = {a.name for a in node.names}
             if COMPUTE.get(module) in names:
                 found.append(f"from {module} import {COMPUTE[module]}")
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "wb" \
-                and node.attr in COMPUTE.values():
-            found.append(f"wb.{node.attr}")
+            for a in node.names:                         # from workbench.quantize import engine
+                if f"{module}.{a.name}" in COMPUTE:
+                    aliases[a.asname or a.name] = {COMPUTE[f"{module}.{a.name}"]}
+        elif isinstance(node, ast.Import):
+            for a in node.names:                         # import workbench.quantize.engine as engine
+                if a.name in COMPUTE and a.asname:
+                    aliases[a.asname] = {COMPUTE[a.name]}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.attr in aliases.get(node.value.id, ()):
+            found.append(f"{node.value.id}.{node.attr}")
     return found
 
 
@@ -235,6 +247,11 @@ def test_the_compute_import_check_finds_what_it_looks_for():
         "from workbench.evaluate.accuracy import compare_accuracy"]
     assert _compute_imports("acc = wb.compare_accuracy(a, b, c)", "notebooks") == ["wb.compare_accuracy"]
     assert _compute_imports("from ..quantize.engine import QuantizedModel", "workbench.sweep") == []
+    assert _compute_imports("from ..quantize import engine\nengine.quantize(m, r)", "workbench.sweep") == [
+        "engine.quantize"]
+    assert _compute_imports("import workbench.placement.analyze as pa\npa.analyze_placement(q, t)", "x") == [
+        "pa.analyze_placement"]
+    assert _compute_imports("from ..quantize import engine\nengine.QuantizedModel", "workbench.sweep") == []
 
 
 def test_a_damaged_record_is_computed_again(spec, tmp_path):

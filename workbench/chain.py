@@ -23,19 +23,19 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._results import Result
-from ._validation import check_choice, check_finite, check_positive_int
+from ._validation import check_choice
 from .calibration.curate import CalibrationSet
-from .errors import CalibrationError, ModelError, PlacementError, QuantizationError, TargetError, WorkbenchWarning
+from .errors import ModelError, PlacementError, QuantizationError, TargetError, WorkbenchWarning
+from .pipeline.options import CalibrationOptions
 from .placement.analyze import PlacementReport
 from .quantize.engine import QuantizedModel
 from .quantize.recipe import QuantRecipe
-from .vocab import AUTO_RECIPE, STRATEGIES
+from .vocab import AUTO_RECIPE
 
 __all__ = ["CalibrationOptions", "ChainResult", "StageChain", "resolve_recipe"]
 
@@ -53,48 +53,6 @@ def resolve_recipe(recipe: str | QuantRecipe | None, target: str | None) -> str 
                                 "Name a recipe ('a8w8_pc', 'a8w8_pt', 'a16w8_pc') or a target.")
     from .targets import get_target
     return get_target(target).recipe
-
-
-# -- options -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CalibrationOptions(Result):
-    """How the calibration set is drawn: the parameters of
-    :func:`~workbench.calibration.curate.curate_calibration_set` besides the dataset and the model.
-
-    ``n`` samples from the ``pool`` split with ``strategy`` (``random``, ``stratified``,
-    ``coverage``) and ``seed``; ``condition_weights`` the expected deployment mix (None: the
-    dataset's conditions, equally).
-    """
-
-    n: int = 200
-    strategy: str = "stratified"
-    seed: int = 0
-    condition_weights: dict[str, float] | None = None
-    pool: str = "calibration"
-
-    def __post_init__(self) -> None:
-        check_positive_int("n", self.n, error=CalibrationError)
-        check_choice("strategy", self.strategy, STRATEGIES, error=CalibrationError)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise CalibrationError(f"`seed` must be an integer. Got {self.seed!r} instead.")
-        if self.condition_weights is not None:
-            if not isinstance(self.condition_weights, Mapping):
-                raise CalibrationError(f"`condition_weights` must be a mapping {{condition: weight}}. "
-                                       f"Got {self.condition_weights!r} instead.")
-            weights = {str(c): check_finite(f"condition_weights[{c!r}]", w, error=CalibrationError)
-                       for c, w in self.condition_weights.items()}
-            object.__setattr__(self, "condition_weights", weights)
-
-    def fits(self, calibration: CalibrationSet, dataset_hash: str) -> bool:
-        """``calibration`` was drawn with these options from the dataset with ``dataset_hash``."""
-        saved_weights = calibration.params.get("condition_weights") if calibration.params else None
-        return ((calibration.n, calibration.strategy, calibration.seed, calibration.dataset_hash, calibration.pool)
-                == (self.n, self.strategy, self.seed, dataset_hash, self.pool)
-                and (saved_weights or None) == (self.condition_weights or None))
-
-    def summary(self) -> str:
-        weights = f", weights {self.condition_weights}" if self.condition_weights else ""
-        return f"{self.strategy} calibration of {self.n} from {self.pool!r} (seed {self.seed}{weights})"
 
 
 # -- the result of the whole chain ------------------------------------------------------------------

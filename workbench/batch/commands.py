@@ -75,6 +75,8 @@ def register(sub: Any) -> None:
     p.add_argument("--rerun", action="store_true",
                    help="execute every notebook again; by default a notebook whose inputs did not change since "
                         "the last batch into the same --out and --run-id is reused with its reports")
+    from ..pipeline.flags import add_spec_flags
+    add_spec_flags(p, skip=NOT_SPEC)            # every other notebook parameter of the spec, e.g. --accuracy-samples
     add_json_flag(p)
     p.set_defaults(func=_batch)
 
@@ -169,6 +171,18 @@ def accuracy_lines(summary: RunSummary) -> list[str]:
     return lines + [""]
 
 
+#: notebook parameters the batch command passes on otherwise: per target (--targets, --bsp), as the batch's
+#: options (--board, --record), or under another flag name (--data)
+NOT_SPEC = ("target", "bsp", "board", "record", "dataset")
+
+
+def batch_spec(args: argparse.Namespace) -> Any:
+    """The :class:`~workbench.pipeline.RunSpec` template of the parsed ``workbench batch`` arguments: every
+    notebook parameter of the spec is a flag (:func:`~workbench.pipeline.flags.add_spec_flags`)."""
+    from ..pipeline.flags import spec_from_args
+    return spec_from_args(args, skip=NOT_SPEC, dataset=args.data)
+
+
 def _batch(args: argparse.Namespace) -> int:
     import sys
     if not args.no_progress and not args.json:     # at once: the checks and imports below take seconds
@@ -188,11 +202,8 @@ def _batch(args: argparse.Namespace) -> int:
         for t, value in bsp_parameters(args.targets, args.bsp).items():
             per_target.setdefault(t, {})["bsp"] = value
     result = run_batch(
-        args.targets, model=args.model, dataset=args.data, out=args.out, gate=args.gate, jobs=args.jobs,
-        run_id=args.run_id, recipe=args.recipe, calibration_strategy=args.calibration_strategy,
-        calibration_size=args.calibration_size, seed=args.seed, board=parse_boards(args.board),
-        timing_runs=args.timing_runs, timing_warmup=args.timing_warmup, stages=args.stages,
-        replay=args.replay, record=args.record,
+        args.targets, spec=batch_spec(args), out=args.out, gate=args.gate, jobs=args.jobs, run_id=args.run_id,
+        board=parse_boards(args.board), stages=args.stages, record=args.record,
         parameters=params, target_parameters=per_target, kernel=args.kernel, timeout=args.timeout,
         progress=not args.no_progress, reuse=not args.rerun, quiet=not args.verbose, sweep=args.sweep)
     if args.json:

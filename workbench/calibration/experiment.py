@@ -207,7 +207,8 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
                                    pool: str = "calibration", split: str = "test",
                                    conditions: Sequence[str] | None = None, baseline: str | None = None,
                                    margin_pp: float = 1.0, repeats: int = 1,
-                                   fp32_model: Any = None, input_spec: Any = None) -> CalibrationExperiment:
+                                   fp32_model: Any = None, input_spec: Any = None,
+                                   spec: Any = None) -> CalibrationExperiment:
     """Quantize ``model`` with a calibration set per strategy (same ``n``) and compare per condition.
 
     Parameters
@@ -228,6 +229,9 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
     fp32_model : the FP32 model the accuracy report compares with (default: ``model``).
     input_spec : the model's input contract (card mapping, ``InputContract`` or YAML path) for
         the coverage embeddings, calibration and evaluation; default the card beside the model.
+    spec : a :class:`~workbench.pipeline.RunSpec` (``resolve=False`` is enough) every run starts from: the
+        arguments above set the model, dataset, recipe, input contract, the calibration draw and the split
+        and conditions measured; every other option of the spec is taken whole.
     """
     from ..data.loaders import load_dataset
     from .activations import model_label
@@ -246,18 +250,20 @@ def compare_calibration_strategies(model: Any, dataset: Any, *, n: int = 200,
     check_range("margin_pp", margin_pp, 0.0, None, error=CalibrationError)
     check_positive_int("repeats", repeats, error=CalibrationError)
     source = getattr(model, "keras", model)
-    from ..pipeline import CalibrationOptions, EvaluationOptions, MemoStore, Pipeline, RunSpec
+    from ..pipeline import MemoStore, Pipeline, RunSpec
 
-    base = RunSpec(source, data, recipe=recipe, input_spec=input_spec or "",
-                   evaluation=EvaluationOptions(split=split, conditions=tuple(conditions or ())))
+    template = spec if spec is not None else RunSpec(resolve=False)
+    base = template.replace(model=source, dataset=data, recipe=recipe,
+                            input_spec=input_spec or template.input_spec or "",
+                            evaluation=dict(split=split, conditions=tuple(conditions or ())), resolve=True)
     store = MemoStore()
     seeds = tuple(range(int(seed), int(seed) + repeats))
     sets, paths, shas = [], {}, {}
     for rep in seeds:
         for s in strategies:
             weights = dict(condition_weights) if condition_weights is not None else None
-            pipe = Pipeline(base.replace(calibration=CalibrationOptions(n=n, strategy=s, seed=rep, pool=pool,
-                                                                        condition_weights=weights)), store)
+            pipe = Pipeline(base.replace(calibration=dict(n=n, strategy=s, seed=rep, pool=pool,
+                                                          condition_weights=weights)), store)
             cal = pipe.calibrate()
             qm = pipe.quantize(cal)
             sets.append(cal)

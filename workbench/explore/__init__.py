@@ -50,7 +50,7 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
              recipe: str = AUTO, calibration_strategy: str = "stratified", calibration_size: int = 200,
              conditions: Sequence[str] | None = None, seed: int = 0, auto_update: bool = True,
              compute: bool = True, debounce: float = 0.3, backend: str = "tflite", calibrator: str = "minmax",
-             severity: int | None = None, bootstrap_seed: int = 0) -> Explorer:
+             severity: int | None = None, bootstrap_seed: int = 0, spec: Any = None) -> Explorer:
     """Build the explorer widgets for ``model`` on ``dataset`` and (by default) compute the first view.
 
     Parameters
@@ -75,6 +75,9 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
         (None: as built, 3; the calibration pool is the same at every severity).  Recorded datasets
         have no severity.
     bootstrap_seed : the seed of the paired bootstrap behind the accuracy CIs.
+    spec : a :class:`~workbench.pipeline.RunSpec` (``resolve=False`` is enough) whose stage options and input
+        contract every view starts from: the widgets set the model, dataset, target, recipe, calibration
+        strategy, size and seed, conditions and bootstrap seed; any other option is taken as given.
     auto_update : recompute when a widget changes (False: call ``update()`` yourself).
     compute : compute the first view: now, or in a Jupyter kernel when the explorer is displayed (the
         widgets appear at once and the status line shows each step and the time it has taken).
@@ -99,6 +102,7 @@ def explorer(*, model: Any = "reference", dataset: Any = "digits-conditions", ta
                                 backend=backend, calibrator=calibrator, severity=severity,
                                 bootstrap_seed=bootstrap_seed)
     ex = Explorer(model, data, settings, auto_update=auto_update, debounce=debounce)
+    ex.template = spec
     if note is not None:
         note.update(_html(""))             # the widgets take over from here
     if compute and _in_kernel():

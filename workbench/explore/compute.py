@@ -14,7 +14,7 @@ from typing import Any
 from .._validation import check_choice, check_positive_int
 from ..calibration.audit import CoverageAudit
 from ..calibration.curate import STRATEGIES, CalibrationSet
-from ..chain import CalibrationOptions, StageChain
+from ..chain import StageChain
 from ..errors import (
     CalibrationError,
     DataError,
@@ -47,6 +47,10 @@ class _Run:
 
 class ExplorerEngine:
     """The compute path of the explorer: ``check``, ``compute``, ``chain``, ``data`` and the steps."""
+
+    #: the :class:`~workbench.pipeline.RunSpec` every setting starts from (None: the defaults): the widgets
+    #: replace its model, dataset, target, recipe and the options they show; every other option is taken whole
+    template: Any = None
 
     def __init__(self, model: Any, dataset: Any) -> None:
         self.model = model
@@ -200,13 +204,13 @@ class ExplorerEngine:
     def pipeline(self, settings: ExplorerSettings | None = None) -> Pipeline:
         """The :class:`~workbench.pipeline.Pipeline` of ``settings`` (default: what the widgets show), its
         results kept in the explorer's in-memory store (a setting seen before is a look-up)."""
-        from ..pipeline import EvaluationOptions, RunSpec
+        from ..pipeline import RunSpec
         s = settings if settings is not None else self.settings
-        spec = RunSpec(self.keras_path, self.data(s), target=s.target, recipe=s.quant_recipe(),
-                       calibration=CalibrationOptions(n=s.calibration_size, strategy=s.calibration_strategy,
-                                                      seed=s.seed),
-                       evaluation=EvaluationOptions(split=SPLIT, conditions=tuple(s.conditions),
-                                                    seed=s.bootstrap_seed))
+        template = self.template if self.template is not None else RunSpec(resolve=False)
+        spec = template.replace(model=self.keras_path, dataset=self.data(s), target=s.target, recipe=s.quant_recipe(),
+                                calibration=dict(n=s.calibration_size, strategy=s.calibration_strategy, seed=s.seed),
+                                evaluation=dict(split=SPLIT, conditions=tuple(s.conditions), seed=s.bootstrap_seed),
+                                resolve=True)
         return Pipeline(spec, self._store)
 
     def _calibration(self, s: ExplorerSettings) -> CalibrationSet:

@@ -1,21 +1,69 @@
 """One options object per stage of the pipeline (plain, validated data).
 
-:class:`CalibrationOptions` (how the calibration set is drawn) lives in :mod:`workbench.chain`
-and is re-exported here; :class:`EvaluationOptions`, :class:`PlacementOptions` and
-:class:`TimingSettings` say how the accuracy is measured, how ops are placed and where the
-model is timed.  Each is a frozen :class:`~workbench._results.Result` (``to_dict``/``from_dict``).
+:class:`CalibrationOptions` (how the calibration set is drawn; :mod:`workbench.chain` re-exports it),
+:class:`EvaluationOptions`, :class:`PlacementOptions` and :class:`TimingSettings` say how the accuracy is
+measured, how ops are placed and where the model is timed.  This module imports no stage: the CLI reads
+the options' fields to build its flags (:mod:`workbench.pipeline.flags`).  Each is a frozen
+:class:`~workbench._results.Result` (``to_dict``/``from_dict``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .._results import Result
-from .._validation import check_positive_int
-from ..chain import CalibrationOptions
-from ..errors import BoardError, EvaluationError
+from .._validation import check_choice, check_finite, check_positive_int
+from ..errors import BoardError, CalibrationError, EvaluationError
+from ..vocab import STRATEGIES
+
+if TYPE_CHECKING:
+    from ..calibration.curate import CalibrationSet
 
 __all__ = ["CalibrationOptions", "EvaluationOptions", "PlacementOptions", "TimingSettings"]
+
+
+@dataclass(frozen=True)
+class CalibrationOptions(Result):
+    """How the calibration set is drawn: the parameters of
+    :func:`~workbench.calibration.curate.curate_calibration_set` besides the dataset and the model.
+
+    ``n`` samples from the ``pool`` split with ``strategy`` (``random``, ``stratified``,
+    ``coverage``) and ``seed``; ``condition_weights`` the expected deployment mix (None: the
+    dataset's conditions, equally).
+    """
+
+    n: int = 200
+    strategy: str = "stratified"
+    seed: int = 0
+    condition_weights: dict[str, float] | None = None
+    pool: str = "calibration"
+
+    def __post_init__(self) -> None:
+        check_positive_int("n", self.n, error=CalibrationError)
+        check_choice("strategy", self.strategy, STRATEGIES, error=CalibrationError)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise CalibrationError(f"`seed` must be an integer. Got {self.seed!r} instead.")
+        if self.condition_weights is not None:
+            if not isinstance(self.condition_weights, Mapping):
+                raise CalibrationError(f"`condition_weights` must be a mapping {{condition: weight}}. "
+                                       f"Got {self.condition_weights!r} instead.")
+            weights = {str(c): check_finite(f"condition_weights[{c!r}]", w, error=CalibrationError)
+                       for c, w in self.condition_weights.items()}
+            object.__setattr__(self, "condition_weights", weights)
+
+    def fits(self, calibration: CalibrationSet, dataset_hash: str) -> bool:
+        """``calibration`` was drawn with these options from the dataset with ``dataset_hash``."""
+        saved_weights = calibration.params.get("condition_weights") if calibration.params else None
+        return ((calibration.n, calibration.strategy, calibration.seed, calibration.dataset_hash, calibration.pool)
+                == (self.n, self.strategy, self.seed, dataset_hash, self.pool)
+                and (saved_weights or None) == (self.condition_weights or None))
+
+    def summary(self) -> str:
+        weights = f", weights {self.condition_weights}" if self.condition_weights else ""
+        return f"{self.strategy} calibration of {self.n} from {self.pool!r} (seed {self.seed}{weights})"
+
 
 
 @dataclass(frozen=True)

@@ -82,10 +82,11 @@ class RunSpec:
     recipe: Any = AUTO_RECIPE
     input_spec: Any = ""
     bsp: str = ""
-    calibration: CalibrationOptions = field(default_factory=CalibrationOptions)
-    evaluation: EvaluationOptions = field(default_factory=EvaluationOptions)
-    placement: PlacementOptions = field(default_factory=PlacementOptions)
-    timing: TimingSettings = field(default_factory=TimingSettings)
+    # each stage's options: the class OPTION_GROUPS names (read when a spec is built, so that it is the one table)
+    calibration: CalibrationOptions = field(default_factory=lambda: OPTION_GROUPS["calibration"]())
+    evaluation: EvaluationOptions = field(default_factory=lambda: OPTION_GROUPS["evaluation"]())
+    placement: PlacementOptions = field(default_factory=lambda: OPTION_GROUPS["placement"]())
+    timing: TimingSettings = field(default_factory=lambda: OPTION_GROUPS["timing"]())
     resolve: InitVar[bool] = True
 
     # resolved once (init=False): what the stages are given
@@ -203,15 +204,17 @@ class RunSpec:
                             "target": self.target, "bsp": self.bsp_release,
                             **{name: getattr(self, name).to_dict() for name in OPTION_GROUPS}})[:24]
 
-    def replace(self, **changes: Any) -> RunSpec:
-        """This spec with ``changes`` (a field, or ``calibration=dict(n=...)`` to change some options):
-        resolved again only where a changed field needs it (the loaded dataset is kept)."""
+    def replace(self, *, resolve: bool | None = None, **changes: Any) -> RunSpec:
+        """This spec with ``changes`` (a field, or ``calibration=dict(n=...)`` to change some options and keep
+        the others, a field the client does not know included): resolved again only where a changed field
+        needs it (the loaded dataset is kept); ``resolve``: resolve the new spec (default: as this one is).
+        A client that varies some settings of a spec it is given takes the rest whole this way."""
         for name in OPTION_GROUPS:
             if isinstance(changes.get(name), Mapping):
                 changes[name] = dataclasses.replace(getattr(self, name), **changes[name])
         if "dataset" not in changes and self.data is not None:
             changes["dataset"] = self.data
-        new = dataclasses.replace(self, **changes, resolve=self.resolved)
+        new = dataclasses.replace(self, **changes, resolve=self.resolved if resolve is None else resolve)
         if "contract" in self.__dict__ and not {"model", "input_spec"} & set(changes):
             new.__dict__["contract"] = self.__dict__["contract"]     # same model and input_spec: read once
         return new

@@ -121,7 +121,8 @@ def cell_key(cell: SweepCell, spec: SweepSpec, model_sha: str, dataset_hash: str
     return stable_hash({"cell": cell.to_dict(), "model": model_sha, "dataset": dataset_hash, "code": code,
                         "seed": spec.seed, "n_bootstrap": spec.n_bootstrap, "use_vela": spec.use_vela,
                         "host_cpu": spec.time_host_cpu, "toolchain": _toolchain(backend), "vela": vela,
-                        **({"input_spec": _input_spec_key(spec.input_spec)} if spec.input_spec else {})})[:24]
+                        **({"input_spec": _input_spec_key(spec.input_spec)} if spec.input_spec else {}),
+                        **({"options": spec.options_key()} if spec.options_key() else {})})[:24]
 
 
 def _input_spec_key(input_spec: Any) -> Any:
@@ -214,8 +215,11 @@ _BASE_SPECS: dict[tuple[str, str, str, str], Any] = {}
 def cell_spec(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any, model_sha: str) -> Any:
     """The :class:`~workbench.pipeline.RunSpec` of one cell: the sweep's model, dataset and input contract
     (resolved once per process and model), the cell's target, recipe (with its exclusions), calibration
-    strategy and size, the sweep's seed, bootstrap draws and compiler choice."""
-    from ..pipeline import CalibrationOptions, EvaluationOptions, PlacementOptions, RunSpec
+    strategy and size, the sweep's seed, bootstrap draws and compiler choice, and the rest of the stages'
+    options as the sweep was given them (:meth:`SweepSpec.options`)."""
+    import dataclasses
+
+    from ..pipeline import RunSpec
     from ..quantize.recipe import get_recipe
     key = (model_path, model_sha, data.hash, str(spec.input_spec))
     base = _BASE_SPECS.get(key)
@@ -224,11 +228,11 @@ def cell_spec(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any, mode
                                           input_spec=spec.input_spec)
         base.contract               # noqa: B018 - read once here (it loads the model), kept by every replace()
     recipe = get_recipe(cell.recipe, exclude=cell.exclude) if cell.exclude else cell.recipe
+    options = spec.options()
     return base.replace(target=cell.target, recipe=recipe,
-                        calibration=CalibrationOptions(n=cell.size, strategy=cell.strategy, seed=spec.seed),
-                        evaluation=EvaluationOptions(n_bootstrap=spec.n_bootstrap, seed=spec.seed,
-                                                     num_threads=_threads()),
-                        placement=PlacementOptions(use_compiler=spec.use_vela))
+                        calibration=dataclasses.replace(options["calibration"], n=cell.size, strategy=cell.strategy),
+                        evaluation=dataclasses.replace(options["evaluation"], num_threads=_threads()),
+                        placement=options["placement"])
 
 
 def _chain(cell: SweepCell, spec: SweepSpec, model_path: str, data: Any, model_sha: str) -> CellResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -52,18 +53,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plots", metavar="DIR", help="write pareto.png into DIR")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-o", "--output", metavar="FILE", help="write the result as JSON to FILE")
+    from ..pipeline.flags import add_spec_flags
+    from .plan import SPEC_OPTIONS
+    # the stages' options a cell takes (the axes above excepted): --seed, --metric, and any new option
+    add_spec_flags(p, groups=SPEC_OPTIONS, skip=("calibration_size", "calibration_strategy"))
     add_json_flag(p)
     p.set_defaults(func=_sweep)
+
+
+def sweep_spec(args: argparse.Namespace) -> Any:
+    """The :class:`~workbench.sweep.plan.SweepSpec` of the parsed ``workbench sweep`` arguments: the axes, and
+    the stages' options whole (every option parameter of the spec is a flag)."""
+    from ..pipeline.flags import spec_from_args
+    from .plan import SPEC_OPTIONS, SweepSpec
+    run = spec_from_args(args, skip=("target", "dataset", "input_spec", "calibration_size", "calibration_strategy"))
+    return SweepSpec(model=args.model, dataset=args.data, targets=args.targets, recipes=args.recipes,
+                     strategies=args.strategies, sizes=args.sizes, exclusions=args.exclusions,
+                     use_vela=not args.no_vela, input_spec=args.input_spec or "", seed=run.calibration.seed,
+                     **{name: getattr(run, name) for name in SPEC_OPTIONS})
 
 
 def _sweep(args: argparse.Namespace) -> int:
     from .._cli import emit
     from .._io import atomic_write_json
-    from .plan import SweepSpec
     from .run import sweep
-    spec = SweepSpec(model=args.model, dataset=args.data, targets=args.targets, recipes=args.recipes,
-                     strategies=args.strategies, sizes=args.sizes, exclusions=args.exclusions,
-                     use_vela=not args.no_vela, input_spec=args.input_spec or "")
+    spec = sweep_spec(args)
     result = sweep(args.model, spec=spec, gate=args.gate, executor="serial" if args.serial else "dask",
                    scheduler=args.scheduler, workers=args.workers, cache=not args.no_cache,
                    progress=not args.no_progress, plots=args.plots)

@@ -25,6 +25,7 @@ from typing import Any
 from .._results import Result
 from .._validation import check_choice
 from ..errors import WorkbenchError
+from ..pipeline.options import CalibrationOptions, EvaluationOptions, PlacementOptions
 from ..vocab import STRATEGIES, TARGETS
 
 
@@ -36,6 +37,8 @@ DEFAULT_RECIPES = ("a8w8_pc", "a8w8_pt", "a8w8_pt+cle")
 DEFAULT_STRATEGIES = ("random", "stratified")
 DEFAULT_SIZES = (64, 256)
 DEFAULT_EXCLUSIONS = ("none",)
+#: the RunSpec options a sweep takes whole (timing: the sweep times each cell on the host itself)
+SPEC_OPTIONS = ("calibration", "evaluation", "placement")
 _EXCLUSION = re.compile(r"^(none|cpu-ops|worst-[1-9][0-9]*)$")
 
 
@@ -76,6 +79,11 @@ class SweepSpec(Result):
     time_host_cpu: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
     input_spec: str = ""            # the model's input contract (a card YAML path); empty: the card beside it
+    # the stages' options every cell starts from, whole (None: the defaults); the axes above replace their
+    # fields (n, strategy, seed, n_bootstrap, use_compiler): any other option reaches every cell as given
+    calibration: CalibrationOptions | None = None
+    evaluation: EvaluationOptions | None = None
+    placement: PlacementOptions | None = None
 
     def command(self) -> str:
         """The ``workbench sweep`` command line that runs this spec (the sweep report states it)."""
@@ -122,6 +130,24 @@ class SweepSpec(Result):
                 raise SweepError(f"exclusion set {e!r} is unknown; use 'none', 'cpu-ops' or 'worst-K' "
                                  "(K a positive integer, e.g. 'worst-2').")
 
+    def options(self) -> dict[str, Any]:
+        """The stages' options of every cell (:class:`~workbench.pipeline.RunSpec`'s ``calibration``,
+        ``evaluation``, ``placement``) with the sweep's seed, bootstrap draws and compiler choice."""
+        import dataclasses
+
+        from ..pipeline.spec import OPTION_GROUPS
+        given = {name: getattr(self, name) or OPTION_GROUPS[name]() for name in SPEC_OPTIONS}
+        return {"calibration": dataclasses.replace(given["calibration"], seed=self.seed),
+                "evaluation": dataclasses.replace(given["evaluation"], n_bootstrap=self.n_bootstrap, seed=self.seed),
+                "placement": dataclasses.replace(given["placement"], use_compiler=self.use_vela)}
+
+    def options_key(self) -> dict[str, Any]:
+        """The options given beyond the defaults, for a cell's content key (empty when none: the keys of the
+        sweeps made before the options were a field stay the same)."""
+        from ..pipeline.spec import OPTION_GROUPS
+        return {name: getattr(self, name).to_dict() for name in SPEC_OPTIONS
+                if getattr(self, name) is not None and getattr(self, name) != OPTION_GROUPS[name]()}
+
     @property
     def n_cells(self) -> int:
         return (len(self.targets) * len(self.recipes) * len(self.strategies) * len(self.sizes)
@@ -160,12 +186,16 @@ def resolve_exclusions(spec: SweepSpec, model_path: str, dataset: Any) -> dict[t
     names = [e for e in spec.exclusions if e != "none"]
     if not names:
         return {}
-    from ..pipeline import CalibrationOptions, MemoStore, Pipeline, PlacementOptions, RunSpec
+    import dataclasses
+
+    from ..pipeline import MemoStore, Pipeline, RunSpec
     from ..quantize.layer_errors import layer_errors
     recipe = next((r for r in spec.recipes if "+" not in r), spec.recipes[0])
+    options = spec.options()
     base = RunSpec(model_path, dataset, target=spec.targets[0], recipe=recipe, input_spec=spec.input_spec,
-                   calibration=CalibrationOptions(n=spec.sizes[0], strategy=spec.strategies[0], seed=spec.seed),
-                   placement=PlacementOptions(use_compiler=spec.use_vela))
+                   calibration=dataclasses.replace(options["calibration"], n=spec.sizes[0],
+                                                   strategy=spec.strategies[0]),
+                   evaluation=options["evaluation"], placement=options["placement"])
     store = MemoStore()            # one calibration, one quantization per recipe, shared by the targets
     calib = Pipeline(base, store).calibrate()
     out: dict[tuple[str, ...], tuple[str, ...]] = {}
