@@ -101,8 +101,12 @@ def convert_onnx(path: str | os.PathLike, *, samples: np.ndarray | None = None, 
     keep = nhwc_inputs(graph, input_layout)
     env = toolenv.ensure(TOOL)
     source_sha = sha256_file(source)
-    key = stable_hash({"onnx": source_sha, "lock": env.lock_sha256, "converter": CONVERTER_VERSION,
-                       "keep_nhwc": list(keep), "inputs": [list(shape) for _, shape, _ in graph.inputs]})
+    parts: dict[str, Any] = {"onnx": source_sha, "lock": env.lock_sha256, "converter": CONVERTER_VERSION,
+                             "keep_nhwc": list(keep), "inputs": [list(shape) for _, shape, _ in graph.inputs]}
+    from .shuffle_fix import SHUFFLE_FIX_VERSION, cubic_shuffles
+    if cubic_shuffles(source):      # only these models' conversions change (shuffle_fix.py): the others stay cached
+        parts["cubic_shuffle_fix"] = SHUFFLE_FIX_VERSION
+    key = stable_hash(parts)
     folder = cache_dir("convert") / key[:2] / key
     record = _load_entry(folder) if cache else None
     hit = record is not None
@@ -137,6 +141,8 @@ def conversion_toolchain(fmt: str, backend: str) -> dict[str, str]:
         tools[f"{TOOL}-env/lock_sha256"] = env.lock_sha256
         tools[TOOL] = env.versions.get(TOOL, "?")
         tools[f"{TOOL}-converter"] = str(CONVERTER_VERSION)   # the workbench's own steps around it (driver, rewrites)
+        from .shuffle_fix import SHUFFLE_FIX_VERSION
+        tools[f"{TOOL}-cubic-shuffle-fix"] = str(SHUFFLE_FIX_VERSION)
     if backend == "onnx" and fmt != "onnx":
         tools.update({f"tf2onnx-path/{k}": v for k, v in tf2onnx_versions().items()})
     return tools

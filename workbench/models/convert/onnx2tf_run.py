@@ -111,6 +111,10 @@ def _convert_fresh(source: Path, graph: _OnnxIO, env: Any, key: str, folder: Pat
             raise ModelError(f"{source}: onnx2tf could not convert the model (exit {proc.returncode}). Its last "
                              f"lines:\n{tail}\nIf an op is unsupported, simplify the export (opset 13-17, "
                              "constant folding) or quantize with --backend onnx (no NPU placement then).")
+        fixed = _fix_cubic_shuffles(env, cmd, work, timeout)
+        if fixed:
+            cmd = fixed[0]
+            rewrites.append(fixed[1])
         layouts = _layouts(source, graph, tflite)
         with atomic_path(folder) as entry:
             entry.mkdir(parents=True)
@@ -128,6 +132,31 @@ def _convert_fresh(source: Path, graph: _OnnxIO, env: Any, key: str, folder: Pat
                       "lock_sha256": env.lock_sha256, "rewrites": rewrites, **layouts}
             (entry / RECORD).write_text(to_json(record, indent=2) + "\n", encoding="utf-8")
     return json.loads(to_json(record))
+
+
+def _fix_cubic_shuffles(env: Any, cmd: list[str], work: Path, timeout: float) -> tuple[list[str], str] | None:
+    """When onnx2tf left every channel shuffle on a cube-shaped tensor in NCHW (``shuffle_fix.py``), run it again
+    with a transpose to NHWC after each; keep the new result only if it left none.  Returns (command, record line)."""
+    from .shuffle_fix import cubic_shuffles, nchw_left, replacement_file
+    out = work / "out"
+    shuffles = cubic_shuffles(work / "model.onnx")
+    if not shuffles or nchw_left((out / FLOAT_TFLITE).read_bytes()) != len(shuffles):
+        return None
+    first = work / "out_first"
+    out.rename(first)
+    again = [*cmd, "-prf", replacement_file(shuffles, work).name]
+    try:
+        proc = env.run(again, cwd=work, timeout=timeout)
+        ok = proc.returncode == 0 and (out / FLOAT_TFLITE).is_file() and (out / "saved_model.pb").is_file() \
+            and nchw_left((out / FLOAT_TFLITE).read_bytes()) == 0
+    except Exception:  # noqa: BLE001 - the second run failing leaves the first result, which the check judges
+        ok = False
+    if not ok:
+        shutil.rmtree(out, ignore_errors=True)
+        first.rename(out)
+        return None
+    return again, (f"channel shuffle on a cube-shaped tensor, left in NCHW by onnx2tf (PINTO0309/onnx2tf#478): "
+                   f"converted again with a transpose to NHWC after {len(shuffles)} Reshape node(s)")
 
 
 def _is_nchw_to_nhwc(onnx_shape: tuple[int, ...], tflite_shape: tuple[int, ...]) -> bool:
