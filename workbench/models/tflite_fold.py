@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .tflite_passes.flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _op_names, _read, _write
+from .tflite_passes.flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _graph, _op_names, _read, _write
 
 _SAME, _VALID = 0, 1
 _CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D")
@@ -126,11 +126,7 @@ def fold_pad_into_conv(data: bytes) -> tuple[bytes, list[dict[str, Any]]]:
     names = _op_names()
     done: list[dict[str, Any]] = []
     for sg in model.subgraphs:
-        users: dict[int, list[Any]] = {}
-        for op in sg.operators:
-            for i in op.inputs:
-                users.setdefault(int(i), []).append(op)
-        outputs = {int(o) for o in sg.outputs}
+        _, users, outputs = _graph(sg)
         drop: list[Any] = []
         for pad in sg.operators:
             if names.get(_code(model, pad)) != "PAD" or len(pad.outputs) != 1:
@@ -218,12 +214,7 @@ def fold_requantize(data: bytes) -> tuple[bytes, int]:
     names = _op_names()
     folded = 0
     for sg in model.subgraphs:
-        producer = {int(o): op for op in sg.operators for o in op.outputs}
-        users: dict[int, int] = {}
-        for op in sg.operators:
-            for i in op.inputs:
-                users[int(i)] = users.get(int(i), 0) + 1
-        outputs = {int(o) for o in sg.outputs}
+        producer, readers, outputs = _graph(sg)
         drop: list[Any] = []
         for q in sg.operators:
             if names.get(_code(model, q)) != "QUANTIZE" or len(q.inputs) != 1 or len(q.outputs) != 1:
@@ -239,7 +230,7 @@ def fold_requantize(data: bytes) -> tuple[bytes, int]:
             ok = False
             while True:
                 op = producer.get(t)
-                if op is None or users.get(t, 0) != 1 or t in outputs or _quant(sg.tensors[t]) is None:
+                if op is None or len(readers.get(t, ())) != 1 or t in outputs or _quant(sg.tensors[t]) is None:
                     break
                 chain.append(t)
                 kind = names.get(_code(model, op))

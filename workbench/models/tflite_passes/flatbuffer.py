@@ -47,6 +47,17 @@ def _buffer_array(model: Any, tensor: Any, dtype: Any) -> np.ndarray | None:
 _NP = {0: np.float32, 1: np.float16, 9: np.int8, 3: np.uint8, 7: np.int16, 2: np.int32}
 
 
+def _graph(sg: Any) -> tuple[dict[int, Any], dict[int, list[Any]], set[int]]:
+    """A subgraph's index, built afresh: the op writing each tensor, the ops reading each tensor (in op
+    order; an op reading a tensor twice is listed twice, so ``len`` counts the reads) and its outputs."""
+    producer = {int(o): op for op in sg.operators for o in op.outputs}
+    readers: dict[int, list[Any]] = {}
+    for op in sg.operators:
+        for i in op.inputs:
+            readers.setdefault(int(i), []).append(op)
+    return producer, readers, {int(o) for o in sg.outputs}
+
+
 def _op_names() -> dict[int, str]:
     from ai_edge_litert import schema_py_generated as fb
     return {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_") and isinstance(v, int)}

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _op_names, _opcode, _read, _write
+from .flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _graph, _op_names, _opcode, _read, _write
 
 
 def grouped_conv_to_depthwise(data: bytes) -> tuple[bytes, int]:
@@ -16,10 +16,7 @@ def grouped_conv_to_depthwise(data: bytes) -> tuple[bytes, int]:
     model = _read(data)
     changed = 0
     for sg in model.subgraphs:
-        users: dict[int, int] = {}
-        for op in sg.operators:
-            for i in op.inputs:
-                users[int(i)] = users.get(int(i), 0) + 1
+        _, readers, _ = _graph(sg)
         for op in sg.operators:
             if _code(model, op) != fb.BuiltinOperator.CONV_2D or len(op.inputs) < 2:
                 continue
@@ -27,7 +24,7 @@ def grouped_conv_to_depthwise(data: bytes) -> tuple[bytes, int]:
             if x.shape is None or w.shape is None or len(x.shape) != 4 or len(w.shape) != 4:
                 continue
             c = int(x.shape[3])
-            if c <= 1 or int(w.shape[3]) != 1 or int(w.shape[0]) != c or users.get(int(op.inputs[1]), 0) != 1:
+            if c <= 1 or int(w.shape[3]) != 1 or int(w.shape[0]) != c or len(readers.get(int(op.inputs[1]), ())) != 1:
                 continue
             dtype = _NP.get(int(w.type))
             values = _buffer_array(model, w, dtype) if dtype is not None else None
@@ -73,12 +70,7 @@ def fuse_activations(data: bytes) -> tuple[bytes, int]:
     names = _op_names()
     fused = 0
     for sg in model.subgraphs:
-        producer = {int(o): op for op in sg.operators for o in op.outputs}
-        users: dict[int, int] = {}
-        for op in sg.operators:
-            for i in op.inputs:
-                users[int(i)] = users.get(int(i), 0) + 1
-        outputs = {int(o) for o in sg.outputs}
+        producer, readers, outputs = _graph(sg)
         rename: dict[int, int] = {}
         drop: list[Any] = []
         for op in sg.operators:
@@ -87,7 +79,7 @@ def fuse_activations(data: bytes) -> tuple[bytes, int]:
                 continue
             src = int(op.inputs[0])
             prod = producer.get(src)
-            if prod is None or names.get(_code(model, prod)) not in _FUSABLE or users.get(src, 0) != 1:
+            if prod is None or names.get(_code(model, prod)) not in _FUSABLE or len(readers.get(src, ())) != 1:
                 continue
             if src in outputs or prod.builtinOptions is None \
                     or not hasattr(prod.builtinOptions, "fusedActivationFunction") \

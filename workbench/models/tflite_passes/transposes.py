@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _op_names, _read, _write
+from .flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _graph, _op_names, _read, _write
 
 _UNARY = {"HARD_SWISH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "LEAKY_RELU", "ABS",
           "NEG", "EXP", "SQRT", "RSQRT", "ELU", "GELU", "QUANTIZE", "DEQUANTIZE", "CAST", "FLOOR", "CEIL",
@@ -45,12 +45,7 @@ def _perm(model: Any, sg: Any, op: Any) -> list[int] | None:
 
 
 def _find_region(model: Any, sg: Any, names: dict[int, str]) -> tuple[Any, ...] | None:
-    graph_outputs = {int(i) for i in sg.outputs}
-    producer = {int(o): op for op in sg.operators for o in op.outputs}
-    users: dict[int, list[Any]] = {}
-    for op in sg.operators:
-        for i in op.inputs:
-            users.setdefault(int(i), []).append(op)
+    producer, users, graph_outputs = _graph(sg)
 
     def kind(op: Any) -> str:
         return names.get(_code(model, op), "?")
@@ -185,11 +180,7 @@ def fold_transpose_into_reduce(data: bytes) -> tuple[bytes, int]:
     names = _op_names()
     removed = 0
     for sg in model.subgraphs:
-        producer = {int(o): op for op in sg.operators for o in op.outputs}
-        users: dict[int, list[Any]] = {}
-        for op in sg.operators:
-            for i in op.inputs:
-                users.setdefault(int(i), []).append(op)
+        producer, users, _ = _graph(sg)
         drop: list[Any] = []
         for op in sg.operators:
             if names.get(_code(model, op)) not in _REDUCE or len(op.inputs) < 2:
@@ -239,11 +230,7 @@ def nhwc_channel_shuffle(data: bytes) -> tuple[bytes, int]:
     names = _op_names()
     done = 0
     for sg in model.subgraphs:
-        users: dict[int, list[Any]] = {}
-        for op in sg.operators:
-            for i in op.inputs:
-                users.setdefault(int(i), []).append(op)
-        outputs = {int(o) for o in sg.outputs}
+        _, users, outputs = _graph(sg)
 
         def only(t: int, users: dict[int, list[Any]] = users, outputs: set[int] = outputs) -> Any:
             u = users.get(t, [])
