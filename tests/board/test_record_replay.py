@@ -177,6 +177,11 @@ def test_placement_mismatches_reach_the_timing_result(remote, tiny_models, fake_
                           warmup=1, fingerprint=False, placement=predicted, **args)
     assert [m.op for m in r.placement_mismatches] == ["TFLite_Detection_PostProcess"]
     assert "placed otherwise than predicted" in r.summary()
+    from workbench.findings import findings_for
+    (f,) = findings_for(r, target="imx8mp", placement=predicted).with_code("board.placement-mismatch")
+    assert [(o["op"], o["count"], o["predicted"], o["measured"]) for o in f.evidence["ops"]] == \
+        [("TFLite_Detection_PostProcess", 1, "NPU", "CPU")]
+    assert f.severity == "error" and "1x TFLite_Detection_PostProcess" in f.message
     assert TimingResult.from_dict(json.loads(r.to_json())) == r
     assert "ops the board placed otherwise" in r._repr_html_()
 
