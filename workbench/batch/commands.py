@@ -24,7 +24,8 @@ def register(sub: Any) -> None:
     p.add_argument("--targets", default=",".join(TARGETS), metavar="T[,T...]",
                    help="targets to run (default: imx8mp,imx93,imx95)")
     p.add_argument("--model", default="reference", metavar="M",
-                   help="'reference' (built-in CNN, default) or an FP32 .keras/.h5 file, SavedModel "
+                   help="a built-in model's name (default reference; `workbench model --help` lists them) or an "
+                        "FP32 .keras/.h5 file, SavedModel "
                         "folder, .onnx (converted with onnx2tf) or FP32 .tflite")
     p.add_argument("--data", default="digits-conditions", metavar="D",
                    help="dataset name or path (default: digits-conditions)")

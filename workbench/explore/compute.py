@@ -234,8 +234,8 @@ class ExplorerEngine:
 def _keras_path(model: Any) -> str:
     path = getattr(model, "keras", model)
     if not isinstance(path, (str, Path)):
-        raise ModelError(f"`model` must be 'reference', a ReferenceModel or the path of an FP32 Keras model "
-                         f"(.keras/.h5). Got {type(model).__name__} instead.")
+        raise ModelError(f"`model` must be a built-in model's name or result (`reference`, ...) or the path of an "
+                         f"FP32 Keras model (.keras/.h5). Got {type(model).__name__} instead.")
     path = Path(path)
     if path.suffix.lower() not in (".keras", ".h5", ".hdf5"):
         raise ModelError(f"{path}: the explorer quantizes and audits an FP32 Keras model (.keras or .h5); got "

@@ -13,8 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .._cli import add_json_flag
     p = sub.add_parser(
         "quantize", help="post-training quantization to an inspected INT8 model with its manifest",
-        description="Quantize MODEL (FP32 Keras .keras/.h5, SavedModel folder, .onnx or .tflite, or 'reference' "
-                    "for the reference model) with a named recipe and calibration samples from DATASET; an "
+        description="Quantize MODEL (FP32 Keras .keras/.h5, SavedModel folder, .onnx or .tflite, or a built-in "
+                    "model's name such as 'reference') with a named recipe and calibration samples from DATASET; an "
                     ".onnx goes through onnx2tf for the TFLite recipes (NCHW->NHWC, checked against ONNX "
                     "Runtime; `workbench model convert` shows it), Keras/SavedModel/.tflite through tf2onnx "
                     "for --backend onnx; the result "

@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "target under the gate. Cells run as Dask tasks on a LocalCluster, or on the cluster of "
                     "--scheduler / $DASK_SCHEDULER_ADDRESS. A failed cell is reported, never stops the sweep.")
     p.add_argument("--model", default="tradeoff", metavar="M",
-                   help="'tradeoff' (default), 'reference' or a Keras/SavedModel/ONNX path every worker can read")
+                   help="a built-in model's name (default tradeoff; `workbench model --help` lists them) or a "
+                        "Keras/SavedModel/ONNX path every worker can read")
     p.add_argument("--data", "--dataset", dest="data", default="digits-conditions", help="dataset name or path")
     from ..evaluate.commands import add_input_spec_flag
     add_input_spec_flag(p)
