@@ -154,8 +154,11 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "quantization error.",
      "Look at the calibrated ranges (quantize.range-outliers, quantize.absurd-scale); quantize with "
      "--calibrator percentile, a16w8_pc, or keep the output's last ops in float (--exclude). A float .tflite "
-     "source whose calibration data reaches a value in few samples (the one face among a face detector's crops): "
-     "--calibrator minmax-global (AI Edge Quantizer's minmax is a moving average that clips it), with a16w8_pc."),
+     "source whose calibration data reaches a value in few samples (the faces among a face detector's crops): "
+     "calibrate with more of them, under each condition, and quantize with --recipe a8w8_pc+cle --calibrator "
+     "minmax-global (depthwise channels equalised on the data; AI Edge Quantizer's minmax is a moving average "
+     "that clips the rare values): INT8, on the NPU (BlazeFace, docs/byom.md); a16w8_pc with minmax-global if 8 "
+     "bits stay short (it leaves the NPU)."),
     # -- placement -------------------------------------------------------------------------------
     CatalogueEntry("placement.cpu-island", "warning", "placement", "CPU island between NPU segments",
      "Ops run on the CPU between two NPU segments: every inference crosses NPU -> CPU -> NPU "
