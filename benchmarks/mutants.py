@@ -79,11 +79,20 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ("workbench/board/stats.py", "n_boot: int = 2000,", "", "2000 -> 2001"):
         "a default resample count: 2001 resamples estimate the same p99 CI as 2000 (the seeded draw of the "
         "first 2000 is unchanged)",
-    **{("workbench/evaluate/gate.py", "1e-9", node, what): _TOLERANCE for node, what in (
+    **{("workbench/evaluate/gate/checks.py", "1e-9", node, what): _TOLERANCE for node, what in (
         ("1e-9", "1e-09 -> 2e-09"), ("drop > max_drop + 1e-9", "Gt -> GtE"), ("a.drop_pp > limit + 1e-9", "Gt -> GtE"))},
-    **{("workbench/evaluate/gate.py", "1e-12", node, what): _TOLERANCE for node, what in (
+    **{("workbench/evaluate/gate/checks.py", "1e-12", node, what): _TOLERANCE for node, what in (
         ("1e-12", "1e-12 -> 2e-12"), ("row.agreement < min_agreement - 1e-12", "Lt -> LtE"),
         ("value < agreement - 1e-12", "Lt -> LtE"))},
+    ("workbench/board/stats.py", "if ranks.std() == 0:", "0", "0 -> 1"):
+        "ranks are a permutation of 0..n-1 (n >= MIN_RUNS_FOR_TREND): their std, sqrt((n*n - 1) / 12), is never 0 "
+        "nor 1, so the guard (against a constant series' NaN correlation) never fires with either number",
+    ("workbench/board/stats.py", "and rho < FALLING_RHO", "rho < FALLING_RHO", "Lt -> LtE"):
+        "rho is numpy's float correlation of run index and rank: exactly -0.3 needs an exact sum of squared "
+        "rank differences and a float result that rounds to it (a random search of rank orders found none)",
+    ("workbench/calibration/findings.py", '"samples": cal.conditions.get(c, 0),', "0", "0 -> 1"):
+        "an under-represented condition has samples (the rule asks conditions.get(c, 0) > 0), so the default of "
+        ".get in its evidence is never read",
     ("workbench/calibration/findings.py", "shares.get(c, 0.0) < UNDER_REPRESENTED * t]", "0.0", "0.0 -> 1.0"):
         "CalibrationSet.shares() holds every condition of target_shares, so the default of .get is never read",
     ("workbench/calibration/findings.py", "shares.get(c, 0.0) < UNDER_REPRESENTED * t]", "t > 0", "Gt -> GtE"):
@@ -198,8 +207,8 @@ def _functions_only(tree: ast.Module) -> set[int]:
     return {id(n) for n in ast.walk(tree)} - keep
 
 
-def mutants_of(module: str) -> list[Mutant]:
-    source = (ROOT / module).read_text()
+def mutants_of(module: str, root: Path = ROOT) -> list[Mutant]:
+    source = (root / module).read_text()
     lines = source.splitlines()
     tree = ast.parse(source)
     m = _Mutator(_skipped_nodes(tree) | _functions_only(tree))
@@ -209,8 +218,8 @@ def mutants_of(module: str) -> list[Mutant]:
             for i, (line, what, node) in enumerate(m.found)]
 
 
-def mutated_source(module: str, index: int) -> str:
-    tree = ast.parse((ROOT / module).read_text())
+def mutated_source(module: str, index: int, root: Path = ROOT) -> str:
+    tree = ast.parse((root / module).read_text())
     m = _Mutator(_skipped_nodes(tree) | _functions_only(tree), target=index)
     tree = m.visit(tree)
     ast.fix_missing_locations(tree)
@@ -318,20 +327,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"SKIP  {module}: its tests fail unmutated")
                 continue
             mutants = []
-            for mu in mutants_of(module):
+            for mu in mutants_of(module, copy):           # the copy: edits to the checkout meanwhile don't count
                 if mu.equivalent:
                     equivalent += 1
-                    print(f"EQUIVALENT {mu.module}:{mu.line} {mu.what}: {mu.equivalent}")
+                    print(f"EQUIVALENT {mu.module}:{mu.line} {mu.what}: {mu.equivalent}", flush=True)
                 else:
                     mutants.append(mu)
             if args.limit and len(mutants) > args.limit:
                 step = len(mutants) / args.limit
                 mutants = [mutants[int(i * step)] for i in range(args.limit)]
             original = (copy / module).read_text()
+            sources = {mu.index: mutated_source(module, mu.index, copy) for mu in mutants}
             k = 0
             try:
                 for mu in mutants:
-                    (copy / module).write_text(mutated_source(module, mu.index))
+                    (copy / module).write_text(sources[mu.index])
                     passed, _ = _run(copy, spec, max(60.0, 4 * base), env)
                     if passed:
                         survivors.append(mu)

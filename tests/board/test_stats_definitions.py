@@ -83,3 +83,44 @@ def test_still_falling_at_each_threshold():
 
 def test_steady_runs_are_not_falling():
     assert still_falling(_runs()) is None
+
+
+def test_still_falling_compares_the_first_and_last_quarter_medians():
+    """The medians the reason reports are those of the first and last n // 4 runs, not of another share."""
+    n = 40
+    data = list(np.linspace(2000.0, 1000.0, n))
+    q = n // 4
+    reason = still_falling(data)
+    assert reason is not None
+    assert f"first-quarter median {np.median(data[:q]):.1f} us vs last-quarter median {np.median(data[-q:]):.1f} us" \
+        in reason
+
+
+def test_still_falling_under_a_microsecond_is_still_falling():
+    """A tiny model settling from 100 us to 0.5 us per run: the last quarter's median is below 1 us, not 0."""
+    n = 40
+    data = [100.0] * 10 + list(np.linspace(90.0, 0.5, 20)) + [0.5] * 10
+    assert len(data) == n and np.median(data[-n // 4:]) == 0.5
+    assert still_falling(data) is not None
+
+
+def test_still_falling_at_exactly_the_ratio_and_at_exactly_the_microseconds():
+    """A steady decline whose quarter medians are 1100 -> 1000 us (ratio exactly 1.10: not above it), and one of
+    25 -> 20 us (exactly 5 us: enough)."""
+    first = [1104.0, 1103, 1102, 1101, 1100, 1100, 1099, 1098, 1097, 1096]
+    last = [1004.0, 1003, 1002, 1001, 1000, 1000, 999, 998, 997, 996]
+    at_ratio = first + list(np.linspace(1095.0, 1005.0, 20)) + last
+    assert (np.median(at_ratio[:10]), np.median(at_ratio[-10:])) == (1100.0, 1000.0)
+    assert still_falling(at_ratio) is None
+    assert still_falling([v + 0.5 for v in first] + at_ratio[10:]) is not None      # 1100.5 / 1000: above
+    first = [29.0, 28, 27, 26, 25, 25, 24, 23, 22, 21]
+    last = [24.0, 23, 22, 21, 20, 20, 19, 18, 17, 16]
+    at_five = first + list(np.linspace(24.5, 20.5, 20)) + last
+    assert (np.median(at_five[:10]), np.median(at_five[-10:])) == (25.0, 20.0)
+    assert "first-quarter median 25.0 us vs last-quarter median 20.0 us" in still_falling(at_five)
+    assert still_falling([v - 0.5 for v in first] + at_five[10:]) is None             # 4.5 us: timer noise
+
+
+def test_a_last_quarter_at_zero_microseconds_gives_no_reason_and_no_error():
+    """A timer of 1 us resolution reports 0 for a tiny model: no ratio to take, no reason, no ZeroDivisionError."""
+    assert still_falling([100.0] * 10 + list(np.linspace(90.0, 0.0, 20)) + [0.0] * 10) is None

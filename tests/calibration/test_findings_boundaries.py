@@ -48,3 +48,12 @@ def test_too_small_below_the_recommended_minimum_only():
     assert "calibration.too-small" not in _codes(_set({"day": RECOMMENDED_MIN}, {"day": 1.0}))
     small = _codes(_set({"day": RECOMMENDED_MIN - 1}, {"day": 1.0}))["calibration.too-small"]
     assert small.evidence["n"] == RECOMMENDED_MIN - 1 and small.evidence["recommended_min"] == RECOMMENDED_MIN
+
+
+def test_the_evidence_counts_what_the_pool_offered_zero_when_it_names_none():
+    cal = _set({"day": 301, "night": 100}, {"day": 0.5, "night": 0.5, "fog": 0.2})
+    cal = CalibrationSet(**{**cal.to_dict(), "pool_conditions": {"day": 900}, "hash": ""})   # counts of day only
+    found = _codes(cal)
+    assert found["calibration.condition-missing"].evidence["pool"] == {"fog": 0}
+    (row,) = found["calibration.condition-under-represented"].evidence["conditions"]
+    assert (row["condition"], row["samples"], row["pool"]) == ("night", 100, 0)
