@@ -61,6 +61,25 @@ def test_a_diverging_conversion_names_the_output(converted, tmp_path):
         check_agreement(dataclasses.replace(converted, source_path=str(other)), nhwc_images(4))
 
 
+def test_a_small_error_at_a_high_cosine_is_still_refused(converted, tmp_path):
+    """A source whose outputs differ by a few 1e-3 of the largest value while keeping their direction (cosine
+    above 0.99999) is what gnet's mis-converted channel shuffle looked like: refused, not taken for float
+    reassociation."""
+    import onnx
+    from onnx import numpy_helper
+
+    from workbench.models.convert import check_agreement
+    model = onnx.load(str(converted.source_path))
+    for init in model.graph.initializer:
+        if init.name == "w3":
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * np.float32(1.004), "w3"))
+    onnx.save(model, str(tmp_path / "scaled.onnx"))
+    with pytest.raises(ModelError, match=r"diverges from ONNX Runtime at output 'logits'") as err:
+        check_agreement(dataclasses.replace(converted, source_path=str(tmp_path / "scaled.onnx")), nhwc_images(8))
+    cosine = float(str(err.value).split("cosine ")[1].split(" ")[0])
+    assert cosine > 0.99999, str(err.value)
+
+
 def test_damaged_cache_entries_are_never_trusted(converted, tmp_path):
     from pathlib import Path
 

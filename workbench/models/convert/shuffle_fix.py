@@ -6,7 +6,7 @@ every axis but the batch is equal (``[1, 32, 32, 32]``) it cannot tell NCHW from
 in NCHW, without the transpose back: nothing fails, the next convolution reads channels as height
 (PINTO0309/onnx2tf#478: "transposition errors when all axis values except batch size are the same").
 Measured on ``gnet`` of ``benchmarks/bench_convert.py``: the FP32 ``.tflite`` against ONNX Runtime at
-5.5e-4 of 0.27 (51 dB SQNR), within the agreement check's tolerance for float reassociation.
+5.5e-4 of 0.27 (51 dB SQNR), within the tolerance for "float reassociation" the agreement check then had.
 
 :func:`cubic_shuffles` finds such shuffles in the ONNX file, :func:`nchw_left` counts the ones the
 converted ``.tflite`` left in NCHW; when every one of them was, onnx2tf runs again with a parameter
