@@ -79,9 +79,8 @@ def warm_up(model_path: str) -> float:
     import workbench.evaluate.accuracy  # noqa: F401
     import workbench.placement.analyze  # noqa: F401
     import workbench.quantize.engine  # noqa: F401
-    from workbench._io import sha256_file
-    from workbench.sweep.cell import _contract
-    _contract(model_path, sha256_file(model_path))
+    from workbench.models.contract import resolve_contract
+    resolve_contract(model_path)
     return time.perf_counter() - t
 
 
