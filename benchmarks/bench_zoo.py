@@ -106,6 +106,13 @@ def workbench_quantize(entry, recipe: str, work: Path) -> tuple[float, float, Pa
     return seconds, rss, tflite
 
 
+def conversion_seconds(work: Path) -> float | None:
+    """The part of the workbench's run that was its own onnx2tf process (the conversion record in its fresh cache)."""
+    import json
+    records = list((work / "cache").rglob("conversion.json"))
+    return float(json.loads(records[0].read_text()).get("seconds", 0.0)) if records else None
+
+
 def fidelity(entry, recipe: str, int8: Path):
     import warnings
 
@@ -148,6 +155,7 @@ def main() -> int:
             (work / "wb").mkdir()
             try:
                 wb_s, wb_rss, int8 = workbench_quantize(entry, args.recipe, work / "wb")
+                converting = conversion_seconds(work / "wb")
             except SystemExit as exc:
                 print(f"{name}: workbench quantize failed:\n{exc}")
                 lines.append(f"zoo {name}: workbench quantize failed")
@@ -156,12 +164,16 @@ def main() -> int:
         ratio = f"{wb_s / base_s:.2f}" if base_s else "-"
         base = f"{base_s:7.1f} s {base_rss:6.0f} MB" if base_s else f"{'-':>17}"
         print(f"{name}: onnx2tf alone {base}   workbench {wb_s:7.1f} s {wb_rss:6.0f} MB   ratio {ratio}")
+        if converting is not None:   # what the workbench adds around its own onnx2tf (float conversion only)
+            print(f"    workbench: its onnx2tf conversion {converting:.1f} s, everything else {wb_s - converting:.1f} s "
+                  "(start-up, checks, TensorFlow import overlapped, calibration, quantization, read-back)")
         for r in worst:
             cos = "n/a" if r.cosine is None else f"{r.cosine:.4f}"
             print(f"    {r.output:32s} worst SQNR {r.sqnr_db:6.1f} dB ({r.condition}), cosine {cos}")
         low = min((r.sqnr_db for r in worst), default=float("nan"))
         lines.append(f"zoo {name}: onnx2tf_s={base_s if base_s is None else round(base_s, 1)} "
                      f"workbench_s={wb_s:.1f} ratio={ratio} peak_rss_mb={wb_rss:.0f} worst_sqnr_db={low:.1f}")
+    print(f"load at the end: {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
     print("\n".join(lines))
     return 0
 
