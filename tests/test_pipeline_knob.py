@@ -63,7 +63,7 @@ def test_a_spec_carries_the_knob_through_its_one_translation(knob):
 
 
 def test_the_cli_has_a_flag_for_it_and_builds_the_spec_with_it(knob):
-    """``workbench batch --knob 3`` and ``workbench sweep --knob 3``: argument parsing -> spec."""
+    """``workbench batch|sweep|calibrate-experiment --knob 3``: argument parsing -> spec."""
     from workbench.batch.commands import batch_spec
     from workbench.sweep.commands import sweep_spec
     parser = cli.build_parser()                    # built after the knob exists: its flags read the tables
@@ -71,6 +71,10 @@ def test_the_cli_has_a_flag_for_it_and_builds_the_spec_with_it(knob):
     assert batch.evaluation.knob == 3 and batch.calibration.n == 64
     sweep = sweep_spec(parser.parse_args(["sweep", "--targets", "imx93", "--knob", "3", "--sizes", "64"]))
     assert sweep.evaluation.knob == 3 and sweep.options()["evaluation"].knob == 3
+    from workbench.calibration.commands import experiment_spec
+    experiment = experiment_spec(parser.parse_args(["calibrate-experiment", "--model", "m.keras", "-n", "16",
+                                                    "--knob", "3"]))
+    assert experiment.evaluation.knob == 3
     assert batch_spec(parser.parse_args(["batch"])).evaluation.knob == 0
     with pytest.raises(SystemExit):
         parser.parse_args(["batch", "--knob", "three"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from .._validation import finite_float
 from ..vocab import STRATEGIES
@@ -86,6 +87,8 @@ def register(sub) -> None:
     exp.add_argument("--margin", type=finite_float, default=1.0,
                      help="difference in drop (pp) below which no verdict is drawn (default 1.0)")
     exp.add_argument("--plot", help="write the side-by-side plot as a PNG to this file")
+    from ..pipeline.flags import add_spec_flags
+    add_spec_flags(exp, groups=("evaluation", "placement"))   # --metric, and any option added to those stages
     add_json_flag(exp)
     exp.set_defaults(func=_experiment)
 
@@ -153,6 +156,13 @@ def _audit(args) -> int:
     return 0
 
 
+def experiment_spec(args) -> Any:
+    """The :class:`~workbench.pipeline.RunSpec` template of ``workbench calibrate-experiment``: the options
+    its flags give (the experiment sets the model, data, recipe, contract and each calibration draw)."""
+    from ..pipeline.flags import spec_from_args
+    return spec_from_args(args, skip=("model", "dataset", "recipe", "input_spec", "seed"))
+
+
 def _experiment(args) -> int:
     from .._io import check_output_path
     if args.plot:  # refuse a folder, device or link before any work
@@ -169,7 +179,8 @@ def _experiment(args) -> int:
                                              strategies=args.strategies, recipe=args.recipe, seed=args.seed,
                                              condition_weights=args.weights, pool=args.pool, split=args.split,
                                              baseline=args.baseline, margin_pp=args.margin,
-                                             repeats=args.repeats, input_spec=args.input_spec)
+                                             repeats=args.repeats, input_spec=args.input_spec,
+                                             spec=experiment_spec(args))
     notes = list(dict.fromkeys(_notes(caught)))
     if args.plot:
         _save_figure(exp.figure(), args.plot)
