@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,3 +122,20 @@ def test_audit_of_a_model_file_is_cached(reference, bright_case, workbench_cache
         redone = audit_coverage(reference, data.select(split="calibration"), dataset=data)
     assert redone.to_dict() == first.to_dict()
     assert json.loads(entries[0].read_text())["data"]["calibration_hash"] == first.calibration_hash
+
+
+def test_audit_cache_key_covers_every_activation_tap_module(digits, tmp_path, monkeypatch):
+    """A change to audit.py or to either module that reads activations (activations.py, graph_taps.py:
+    the ONNX / LiteRT / SavedModel taps split out of activations.py) gives cached audits a new key."""
+    from workbench.calibration import audit
+    model = tmp_path / "model.tflite"
+    model.write_bytes(b"the bytes of a model file")
+    key = audit._cache_file(model, digits, "cal", "test", ("daylight",), 0.01, 8)
+    real = audit.sha256_file
+    for name in ("audit.py", "activations.py", "graph_taps.py"):
+        monkeypatch.setattr(audit, "sha256_file",
+                            lambda path, name=name: "edited" if Path(path).name == name else real(path))
+        assert audit._cache_file(model, digits, "cal", "test", ("daylight",), 0.01, 8) != key, \
+            f"an edit of calibration/{name} would leave cached audits valid"
+    monkeypatch.setattr(audit, "sha256_file", real)
+    assert audit._cache_file(model, digits, "cal", "test", ("daylight",), 0.01, 8) == key

@@ -294,6 +294,11 @@ def audit_coverage(model: Any, calibration: Any, *, dataset: Any, split: str = "
         return audit
 
 
+# The modules an audit's numbers come from: this one and the activation taps (Keras in activations.py,
+# ONNX Runtime / LiteRT / SavedModel in graph_taps.py); a change to any of them invalidates cached audits.
+AUDIT_CODE = ("audit.py", "activations.py", "graph_taps.py")
+
+
 def _cache_file(model: Any, data: Any, cal_hash: str, split: str, conds: tuple[str, ...],
                 clip_threshold: float, activation_bits: int) -> Path | None:
     """Where an audit of a model *file* is cached; None for an in-memory Keras model."""
@@ -303,8 +308,7 @@ def _cache_file(model: Any, data: Any, cal_hash: str, split: str, conds: tuple[s
     here = Path(__file__).parent
     key = stable_hash({"model": sha256_file(path), "calibration": cal_hash, "dataset": data.hash,
                        "split": split, "conditions": list(conds), "clip_threshold": float(clip_threshold),
-                       "bits": activation_bits, "code": [sha256_file(here / "audit.py"),
-                                                         sha256_file(here / "activations.py")]})
+                       "bits": activation_bits, "code": [sha256_file(here / name) for name in AUDIT_CODE]})
     return cache_dir("audit") / f"{key[:32]}.json"
 
 
