@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -178,7 +179,9 @@ class GraphTaps:
                                      lambda op: [names[i] for i in op.inputs[:1] if i >= 0])
         from ai_edge_litert.interpreter import Interpreter
         self._Interpreter = Interpreter
-        self._interp = Interpreter(model_path=tflite, experimental_preserve_all_tensors=True)
+        from ..models.tflite_custom_ops import runnable_tflite
+        content = runnable_tflite(Path(tflite).read_bytes())     # MediaPipe's custom op -> its builtin twin
+        self._interp = Interpreter(model_content=content, experimental_preserve_all_tensors=True)
         self._interp.allocate_tensors()
         detail = self._interp.get_input_details()[0]
         self._in_index = detail["index"]

@@ -7,7 +7,9 @@ op), counts the INT8 file's ops (its ``QUANTIZE``/``DEQUANTIZE`` at the model's 
 aside), and lists what was added and what was removed.  Removed ops are mostly folded or fused
 (batch norm into the convolution, ReLU into its producer); added ops are the converter's
 (layout ``TRANSPOSE``, requantizing ``QUANTIZE``, padding), and placement findings use
-:func:`op_origin` to say so when they end up on a CPU.
+:func:`op_origin` to say so when they end up on a CPU.  A custom op the float ``.tflite``'s preparation
+rewrote (MediaPipe's ``Convolution2DTransposeBias``) counts as the builtin op it became and is listed
+under ``rewritten``.
 
 The result is plain JSON data; the quantize manifest records it as ``structure``.
 """
@@ -158,6 +160,13 @@ def structural_diff(source: str | os.PathLike, fmt: str, int8: str | os.PathLike
         out.update(compared=False, note=f"the {fmt} source's ops are not counted (read directly by the converter)")
         return out
     hist, counted = src
+    from .tflite_custom_ops import REWRITES
+    rewritten = {f"{k} -> {v}": hist[k] for k, v in REWRITES.items() if fmt == "tflite" and hist.get(k)}
+    for k, v in REWRITES.items():   # a custom op the preparation rewrote counts as the builtin it became
+        if fmt == "tflite" and hist.get(k):
+            hist[v] += hist.pop(k)
+    if rewritten:
+        out["rewritten"] = rewritten
     for resize in _RESIZE:          # RESIZE in the source stands for either TFLite resize op
         if int8_hist.get(resize) and hist.get("RESIZE"):
             hist[resize] += hist.pop("RESIZE")
@@ -185,6 +194,9 @@ def summary_lines(structure: dict[str, Any] | None) -> list[str]:
     if structure["added"]:
         lines.append("  more in INT8 (added or fused from several source ops): "
                      + ", ".join(f"{k} x{v}" for k, v in structure["added"].items()))
+    if structure.get("rewritten"):
+        lines.append("  custom ops rewritten into builtin ops: "
+                     + ", ".join(f"{k} x{v}" for k, v in structure["rewritten"].items()))
     if structure["removed"]:
         lines.append("  fewer in INT8 (folded, fused or rewritten): "
                      + ", ".join(f"{k} x{v}" for k, v in structure["removed"].items()))

@@ -224,17 +224,24 @@ def tflite_metadata(path: str | os.PathLike) -> dict[str, bytes]:
 
 
 def check_no_custom_ops(source: Path) -> None:
-    """Refuse a float .tflite holding custom ops, naming each, from the file's operator codes (no conversion
-    runs first): calibration runs the float model, and no runtime here has a custom op's kernel."""
+    """Refuse a float .tflite holding custom ops the workbench cannot rewrite into builtin ops, naming each
+    and why, from the file's operator codes (no conversion runs first): calibration runs the float model,
+    and no runtime here has a custom op's kernel.  MediaPipe's ``Convolution2DTransposeBias`` passes: it
+    is rewritten (:mod:`~workbench.models.tflite_custom_ops`)."""
     graph = read_tflite(source)
-    custom = [op for op in graph.ops if op.is_custom]
+    if not any(op.is_custom for op in graph.ops):
+        return
+    from .tflite_custom_ops import REWRITES, custom_op_problems
+    problems = custom_op_problems(Path(source).read_bytes())
+    custom = [op for op in graph.ops if op.is_custom and op.index in problems]
     if not custom:
         return
     kinds = sorted({op.type for op in custom})
-    shown = ", ".join(f"#{op.index} {op.type!r} (output {op.name!r})" for op in custom[:6])
+    shown = ", ".join(f"#{op.index} {op.type!r} (output {op.name!r}) {problems[op.index]}" for op in custom[:6])
     more = f" and {len(custom) - 6} more" if len(custom) > 6 else ""
+    known = ", ".join(f"{k} -> {v}" for k, v in REWRITES.items())
     raise ModelError(
         f"{source}: {len(custom)} custom op(s) ({', '.join(map(repr, kinds))}): {shown}{more}. Quantization runs "
         "the float model on the calibration samples and neither LiteRT here nor the NPU compilers have a kernel "
-        "for a custom op. Next: export the model without it (replace it by builtin ops, e.g. a MediaPipe "
-        "Convolution2DTransposeBias by TRANSPOSE_CONV + ADD), or quantize the source model it came from.")
+        f"for a custom op; the workbench rewrites only {known}. Next: export the model without it (replace it "
+        "by builtin ops), or quantize the source model it came from.")

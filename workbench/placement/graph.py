@@ -220,7 +220,8 @@ def activation_sqnr(fp32: str | os.PathLike, int8: str | os.PathLike, x: Any, *,
     gf, gq = read_tflite(fp32), read_tflite(int8)
     of = [o for o in gf.ops if o.type not in _IO_OPS]
     oq = [o for o in gq.ops if o.type not in _IO_OPS]
-    if [o.type for o in of] != [o.type for o in oq]:
+    from ..models.tflite_custom_ops import REWRITES  # a custom op quantize rewrote is its builtin twin
+    if [REWRITES.get(o.type, o.type) for o in of] != [o.type for o in oq]:
         return {}
     from ..models.contract import resolve_contract
     xs = resolve_contract(fp32, contract).apply(np.asarray(x)[:limit], where=str(fp32))

@@ -8,6 +8,7 @@ The steps:
 
 1. prepare the float file: constant weights stored as float16 behind a ``DEQUANTIZE`` op
    (MediaPipe's models) are folded into float32 constants and the ``DEQUANTIZE`` ops removed;
+   MediaPipe's custom ``Convolution2DTransposeBias`` becomes the builtin ``TRANSPOSE_CONV`` with its bias;
    a model without a ``SignatureDef`` gets ``serving_default`` over its inputs and outputs
    (AI Edge Quantizer calibrates through signatures);
 2. translate the workbench recipe into an AI Edge Quantizer recipe: 8 or 16-bit activations
@@ -89,7 +90,8 @@ def _name(value: Any) -> str:
 
 
 def prepare_float_tflite(data: bytes, *, source: str = "<bytes>") -> Prepared:
-    """Fold float16 constant weights to float32 and add a ``serving_default`` signature when absent."""
+    """Fold float16 constant weights to float32, rewrite the custom ops that have a builtin equivalent
+    (:mod:`~workbench.models.tflite_custom_ops`) and add a ``serving_default`` signature when absent."""
     from ai_edge_litert import schema_py_generated as fb
     from ai_edge_litert.tools import flatbuffer_utils as fu
     model = fu.read_model_from_bytearray(bytearray(data))
@@ -125,6 +127,9 @@ def prepare_float_tflite(data: bytes, *, source: str = "<bytes>") -> Prepared:
     if remove:
         sg.operators = [op for i, op in enumerate(sg.operators) if i not in remove]
         changes.append(f"float16 weights -> float32: {len(remove)} DEQUANTIZE op(s) folded")
+    # 2. custom ops with a builtin equivalent (MediaPipe's Convolution2DTransposeBias -> TRANSPOSE_CONV)
+    from ..models.tflite_custom_ops import rewrite_custom_ops_model
+    changes.extend(rewrite_custom_ops_model(model))
     in_names = tuple(_name(sg.tensors[i].name) for i in sg.inputs)
     out_names = tuple(_name(sg.tensors[i].name) for i in sg.outputs)
     if not model.signatureDefs:

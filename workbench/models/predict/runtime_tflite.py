@@ -21,7 +21,8 @@ class TFLitePredictor(Predictor):
         super().__init__(path, **kwargs)
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
         self._Interpreter: Any = Interpreter
-        self._content = Path(path).read_bytes()
+        from ..tflite_custom_ops import runnable_tflite
+        self._content = runnable_tflite(Path(path).read_bytes())   # MediaPipe's custom op -> its builtin twin
         self.kernels = "LiteRT default runtime (XNNPACK)"
         try:
             self._one = Interpreter(model_content=self._content, num_threads=self.num_threads)
