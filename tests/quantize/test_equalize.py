@@ -129,6 +129,12 @@ def test_recipe_names_carry_transforms():
         get_recipe("a8w8_pt+xyz")
     with pytest.raises(QuantizationError, match="rewrite Keras"):
         apply_transforms(__file__, "saved_model", ("cle",), weights="per_tensor")
+    # a float .tflite takes +cle, measured on the calibration data (equalize/tflite_graph.py), and not +bc
+    with pytest.raises(QuantizationError, match="give calibration samples"):
+        apply_transforms(__file__, "tflite", ("cle",), weights="per_channel")
+    with pytest.raises(QuantizationError, match=r"takes \+cle only"):
+        apply_transforms(__file__, "tflite", ("cle", "bc"), weights="per_channel",
+                         calibration=np.zeros((2, 4, 4, 3), np.float32))
 
 
 @pytest.mark.slow
