@@ -139,6 +139,13 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "matter get a handful of codes.",
      "Quantize with --calibrator percentile (TFLite and ONNX recipes; --percentile 99.9 to 99.999), or find "
      "why the outliers occur (a padding value, a saturated layer) and fix the model."),
+    CatalogueEntry("quantize.depthwise-spread", "info", "quantize", "One depthwise channel far wider than the rest",
+     "A float .tflite's depthwise output (it feeds a convolution, nothing non-linear between) has a channel whose "
+     "range on the calibration data is at least 10x its tensor's median channel range (BlazeFace: 70x). One INT8 "
+     "scale per activation tensor then leaves the other channels a few steps, and a wider calibrator (minmax-global) "
+     "makes it worse.",
+     "Quantize with +cle (a8w8_pc+cle): the channel is narrowed on the depthwise and widened on the convolution's "
+     "input, the float function unchanged (docs/sweep.md)."),
     # -- accuracy --------------------------------------------------------------------------------
     CatalogueEntry("accuracy.drop", "warning", "accuracy", "Quantized model drops beyond noise",
      "The quantized model's top-1 under a condition is lower than FP32's by more than the threshold (the "

@@ -74,8 +74,13 @@ def test_a8w8_cle_recovers_what_the_wide_channel_cost(wide_channel_model):
         q = quantize(path, recipe, x, cache=False)
         out = load_predictor(q.path).predict(x[:20]).reshape(ref.shape)
         return 10 * np.log10(np.sum(ref ** 2) / np.sum((ref - out) ** 2)), q
-    plain, _ = sqnr("a8w8_pc")
+    plain, q_plain = sqnr("a8w8_pc")
     equalized, q = sqnr("a8w8_pc+cle")
     assert q.full_integer and equalized > plain + 6, (plain, equalized)
+    from workbench.findings import findings_for  # the finding that points to +cle, then not
+    spread = [f for f in findings_for(q_plain) if f.code == "quantize.depthwise-spread"]
+    assert len(spread) == 1 and spread[0].evidence["tensors"][0]["channel"] == 2, spread
+    assert spread[0].evidence["tensors"][0]["ratio"] >= 20
+    assert not [f for f in findings_for(q) if f.code == "quantize.depthwise-spread"]
     with pytest.raises(QuantizationError, match=r"\+bc"):
         quantize(path, "a8w8_pc+cle+bc", x, cache=False)

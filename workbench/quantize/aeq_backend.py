@@ -38,7 +38,7 @@ from ..errors import ModelError, QuantizationError
 from .recipe import QuantRecipe
 
 TOOL = "ai-edge-quantizer"
-AEQ_VERSION = 3      # bump when the workbench's steps around AI Edge Quantizer change (cache key)
+AEQ_VERSION = 4      # bump when the workbench's steps around AI Edge Quantizer change (cache key)
 SIGNATURE = "serving_default"
 
 
@@ -230,7 +230,9 @@ def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray,
     # minmax-global: the data's 0..100th percentiles (the exact min/max over every sample) in place of
     # AI Edge Quantizer's moving average of each sample's min/max
     percentile = {"percentile": recipe.percentile, "minmax-global": 100.0}.get(recipe.calibrator)
-    edited, outliers = percentile_edit(prepared.data, x, ranges, set(prepared.input_names), percentile)
+    channels = _depthwise_outputs(prepared.data)      # their range per channel, measured in the same pass
+    edited, outliers = percentile_edit(prepared.data, x, ranges, set(prepared.input_names), percentile,
+                                       channels=channels)
     changed = 0
     if percentile is not None:
         calibration = dict(calibration)
@@ -242,7 +244,33 @@ def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray,
                                   "max": np.full_like(np.asarray(v["max"]), hi)}
     percentile = percentile if recipe.calibrator == "percentile" else None
     return calibration, {"calibrator": recipe.calibrator, "percentile": percentile, "tensors": len(ranges),
-                         "changed": changed, "outliers": outliers[:12], "n_outliers": len(outliers)}
+                         "changed": changed, "outliers": outliers[:12], "n_outliers": len(outliers),
+                         "depthwise_spread": depthwise_spread(channels)}
+
+
+#: a depthwise output channel this many times wider than its tensor's median channel (quantize.depthwise-spread)
+DEPTHWISE_SPREAD = 10.0
+
+
+def _depthwise_outputs(data: bytes) -> dict[str, np.ndarray]:
+    """``{name: empty}`` for the depthwise outputs +cle could equalise (equalize/tflite_graph.py)."""
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+
+    from .equalize.tflite_graph import depthwise_pairs
+    model = fu.read_model_from_bytearray(bytearray(data))
+    sg = model.subgraphs[0]
+    return {_name(sg.tensors[t].name): np.zeros(0) for _, _, t in depthwise_pairs(model)}
+
+
+def depthwise_spread(channels: dict[str, np.ndarray], *, ratio: float = DEPTHWISE_SPREAD) -> list[dict[str, Any]]:
+    """The depthwise outputs whose widest channel spans at least ``ratio`` times the median one, widest first."""
+    rows: list[dict[str, Any]] = []
+    for name, widths in channels.items():
+        median = float(np.median(widths)) if np.size(widths) else 0.0
+        if median > 0 and float(np.max(widths)) >= ratio * median:
+            rows.append({"tensor": name, "channel": int(np.argmax(widths)), "widest": round(float(np.max(widths)), 4),
+                         "median": round(median, 4), "ratio": round(float(np.max(widths)) / median, 1)})
+    return sorted(rows, key=lambda r: -float(r["ratio"]))[:12]
 
 
 def set_io_types(data: bytes, input_dtype: str, output_dtype: str, *, source: str = "<bytes>") -> bytes:

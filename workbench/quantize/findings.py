@@ -136,6 +136,24 @@ def range_findings(manifest_path: str | os.PathLike, name: str, *, target: str =
                  evidence={"tensors": rows, "n_outliers": ranges.get("n_outliers", len(rows))})]
 
 
+def depthwise_spread_findings(manifest_path: str | os.PathLike, name: str, *, target: str = "") -> list[Finding]:
+    """``quantize.depthwise-spread`` from the manifest's ``ranges.depthwise_spread`` (aeq_backend.py): a float
+    .tflite's depthwise output with one channel far wider than the median one, which ``+cle`` equalises."""
+    from .._io import read_json
+    try:
+        manifest = read_json(manifest_path)
+    except (OSError, ValueError):
+        return []
+    rows = (manifest.get("ranges") or {}).get("depthwise_spread") or []
+    if not rows:
+        return []
+    listed = ", ".join(f"{r['tensor']!r} channel {r['channel']} spans {r['widest']:.4g} ({r['ratio']:g}x the median "
+                       f"{r['median']:.4g})" for r in rows[:4])
+    return [make("quantize.depthwise-spread",
+                 f"{name}: {len(rows)} depthwise output(s) with one channel far wider than the rest: {listed}",
+                 target=target, evidence={"tensors": rows})]
+
+
 def dynamic_inputs(insp: ModelInspection) -> list[dict[str, Any]]:
     """Inputs whose shape has a dynamic (-1 / None / 0) dimension."""
     shapes = {p.name: tuple(p.shape) for p in insp.inputs}
@@ -306,6 +324,7 @@ def quantized_findings(q: Any, *, target: str = "") -> list[Finding]:
                         target=target, evidence={"format": q.format, "ops": ops}))
     out += runtime_findings(getattr(q, "runtime", None), Path(q.path).name, target=target)
     out += range_findings(q.manifest_path, Path(q.path).name, target=target)
+    out += depthwise_spread_findings(q.manifest_path, Path(q.path).name, target=target)
     out += deployed_findings(q.path, q.manifest_path, target=target, backend=q.backend)
     out += structure_findings(getattr(q, "structure", None), Path(q.path).name, target=target)
     return out

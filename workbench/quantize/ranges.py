@@ -27,10 +27,12 @@ OUTLIER_RATIO = 10.0
 
 
 def activation_percentiles(model: bytes, x: np.ndarray, names: Iterable[str], percentiles: Iterable[float],
-                           *, seed: int = 0) -> dict[str, dict[float, float]]:
+                           *, seed: int = 0, channels: dict[str, np.ndarray] | None = None
+                           ) -> dict[str, dict[float, float]]:
     """``{tensor name: {p: value}}`` for the float ``.tflite`` ``model`` on samples ``x`` (model inputs),
     for each named tensor the interpreter holds; ``percentiles`` in [0, 100].  0 and 100 are the exact
-    min and max over every value of every sample (the other percentiles: of a random subset)."""
+    min and max over every value of every sample (the other percentiles: of a random subset).  ``channels``:
+    its keys name tensors whose range per channel (last axis, 0 included) is filled in, in the same pass."""
     import warnings
 
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
@@ -39,7 +41,8 @@ def activation_percentiles(model: bytes, x: np.ndarray, names: Iterable[str], pe
         it = Interpreter(model_content=model, experimental_preserve_all_tensors=True, num_threads=1,
                          experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     it.allocate_tensors()
-    wanted = set(names)
+    names = list(names)
+    wanted = set(names) | set(channels or ())
     index = {d["name"]: d["index"] for d in it.get_tensor_details() if d["name"] in wanted}
     inp = it.get_input_details()[0]
     rng = np.random.default_rng(seed)
@@ -47,23 +50,37 @@ def activation_percentiles(model: bytes, x: np.ndarray, names: Iterable[str], pe
     kept: dict[str, list[np.ndarray]] = {n: [] for n in index}
     lows: dict[str, float] = {}
     highs: dict[str, float] = {}
+    asked = set(names)
+    c_lo: dict[str, np.ndarray] = {}
+    c_hi: dict[str, np.ndarray] = {}
     for i in range(len(x)):
         it.set_tensor(inp["index"], np.ascontiguousarray(x[i:i + 1], np.float32).reshape(inp["shape"]))
         it.invoke()
         for name, t in index.items():
             try:
-                v = np.asarray(it.get_tensor(t), np.float32).reshape(-1)
+                full = np.asarray(it.get_tensor(t), np.float32)
             except ValueError:             # a tensor the interpreter does not hold (optimised away)
                 continue
+            if channels is not None and name in channels and full.ndim:
+                per = full.reshape(-1, full.shape[-1])
+                c_lo[name] = np.minimum(c_lo.get(name, 0.0), per.min(0))
+                c_hi[name] = np.maximum(c_hi.get(name, 0.0), per.max(0))
+            if name not in asked:          # wanted for its channels only: the sampling below is unchanged
+                continue
+            v = full.reshape(-1)
             if v.size:
                 lows[name] = min(lows.get(name, np.inf), float(v.min()))
                 highs[name] = max(highs.get(name, -np.inf), float(v.max()))
             if v.size > per_sample:
                 v = v[rng.choice(v.size, per_sample, replace=False)]
             kept[name].append(v)
+    if channels is not None:
+        channels.update({n: (c_hi[n] - c_lo[n]).astype(np.float64) for n in c_hi})
     ps = list(percentiles)
     out = {}
     for name, parts in kept.items():
+        if name not in asked:
+            continue
         if parts:
             values = np.concatenate(parts)
             out[name] = dict(zip(ps, (float(q) for q in np.percentile(values, ps))))
@@ -136,7 +153,8 @@ def _name(value: Any) -> str:
 
 
 def percentile_edit(float_model: bytes, x: np.ndarray, ranges: dict[str, tuple[float, float]], skip: set[str],
-                    percentile: float | None) -> tuple[dict[str, tuple[float, float]], list[dict[str, Any]]]:
+                    percentile: float | None, *, channels: dict[str, np.ndarray] | None = None
+                    ) -> tuple[dict[str, tuple[float, float]], list[dict[str, Any]]]:
     """Percentiles of each calibrated tensor on ``x``: the ranges set to the data's ``100 - percentile`` ..
     ``percentile`` (100: the global min/max; None: unchanged), and the outlier rows
     (``quantize.range-outliers``) of the calibrated ranges as they were."""
@@ -144,7 +162,7 @@ def percentile_edit(float_model: bytes, x: np.ndarray, ranges: dict[str, tuple[f
     if percentile is not None:
         ps |= {100.0 - percentile, percentile}
     names = [n for n in ranges if n not in skip]
-    pct = activation_percentiles(float_model, x, names, sorted(ps))
+    pct = activation_percentiles(float_model, x, names, sorted(ps), channels=channels)
     outliers = range_outliers({n: ranges[n] for n in names}, pct)
     if percentile is None:
         return ranges, outliers
