@@ -1,4 +1,4 @@
-"""PRELU, which AI Edge Quantizer 0.10 leaves in float, made INT8 as the TFLite converter makes it."""
+"""What AI Edge Quantizer leaves for the workbench to finish: PRELU in float, constants after the flatbuffer."""
 
 from __future__ import annotations
 
@@ -98,3 +98,35 @@ def test_an_excluded_prelu_stays_float(prelu_model):
     (prelu_inputs,) = [types for name, types in _ops(data) if name == "PRELU"]
     assert prelu_inputs == [0, 0], prelu_inputs                        # float, as the recipe asks
     assert not any("PRELU quantized" in c for c in entry["prepared"])
+
+
+@pytest.mark.slow
+def test_constants_stay_inside_the_flatbuffer_for_the_bsp_vela(tmp_path):
+    """AI Edge Quantizer writes the constants of a model with >= 256 KB of them after the flatbuffer
+    (Buffer.offset/size). Vela 3.10.0 (BSP lf-6.6.3_1.0.0) reads each such constant as empty and left 44 of
+    MediaPipe hand_landmark_lite's 65 ops on the imx93 CPU. Every constant must be readable in place."""
+    import keras
+    import tensorflow as tf
+    from ai_edge_litert import schema_py_generated as fb
+
+    from workbench.quantize.aeq_backend import quantize_float_tflite
+    from workbench.quantize.recipe import get_recipe
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((8, 8, 64), batch_size=1, name="image")
+    h = keras.layers.Conv2D(256, 3, padding="same", activation="relu")(inp)     # 147k weights
+    h = keras.layers.Conv2D(256, 3, padding="same")(h)                          # 590k weights: 737 KB as INT8
+    model = keras.Model(inp, h)
+    with contextlib.redirect_stdout(io.StringIO()):
+        (tmp_path / "big.tflite").write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+    x = np.random.default_rng(0).uniform(0, 1, (8, 8, 8, 64)).astype(np.float32)
+    data, _ = quantize_float_tflite(tmp_path / "big.tflite", get_recipe("a8w8_pc"), x)
+    m = fb.Model.GetRootAs(data, 0)
+    sg = m.Subgraphs(0)
+    produced = {sg.Operators(i).Outputs(k) for i in range(sg.OperatorsLength())
+                for k in range(sg.Operators(i).OutputsLength())}
+    inputs = {sg.Inputs(i) for i in range(sg.InputsLength())}
+    constants = [sg.Tensors(t) for t in range(sg.TensorsLength()) if t not in produced and t not in inputs
+                 and sg.Tensors(t).Buffer() > 0]
+    assert len(constants) >= 4
+    for t in constants:         # what Vela 3.10.0's reader takes: the data inside the buffer, not an offset
+        assert m.Buffers(t.Buffer()).DataLength() > 0 and m.Buffers(t.Buffer()).Offset() <= 1, t.Name()

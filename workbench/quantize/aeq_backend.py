@@ -208,7 +208,7 @@ def quantize_float_tflite(path: str | os.PathLike, recipe: QuantRecipe, x: np.nd
             raise QuantizationError(
                 f"{source}: AI Edge Quantizer failed for recipe {recipe.name!r}: {message}. If an op cannot be "
                 "quantized, exclude it (--exclude OP, float fallback) or choose another recipe.") from exc
-    out = drop_identity_requantize(bytes(result.quantized_model))
+    out = drop_identity_requantize(inline_buffers(bytes(result.quantized_model)))
     from .aeq_prelu import quantize_prelu  # AI Edge Quantizer 0.10 leaves PRELU in float
     from .tflite_backend import _denylists
     out, prelus = quantize_prelu(out, keep_float=frozenset(sum(_denylists(recipe), [])))
@@ -340,6 +340,20 @@ def set_io_types(data: bytes, input_dtype: str, output_dtype: str, *, source: st
         for tm in list(sig.inputs or []) + list(sig.outputs or []):
             tm.tensorIndex = remap.get(int(tm.tensorIndex), int(tm.tensorIndex))
     return bytes(fu.convert_object_to_bytearray(model))
+
+
+def inline_buffers(data: bytes) -> bytes:
+    """``data`` with every constant stored inside the flatbuffer.  AI Edge Quantizer writes constants after
+    the flatbuffer, found by ``Buffer.offset``/``size`` (the TFLite format for files over 2 GB, read by LiteRT
+    and Vela 5.2).  Vela 3.10.0, the compiler of BSP lf-6.6.3_1.0.0, reads such a constant as empty and puts
+    its op on the CPU ("Constant tensors should not have NoneType-values": 44 of MediaPipe's hand landmark
+    model's 65 ops on imx93)."""
+    from ai_edge_litert import schema_py_generated as fb
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    raw = fb.Model.GetRootAs(data, 0)
+    if not any(raw.Buffers(i).Offset() > 1 for i in range(raw.BuffersLength())):
+        return data
+    return bytes(fu.convert_object_to_bytearray(fu.read_model_from_bytearray(bytearray(data))))
 
 
 def drop_identity_requantize(data: bytes) -> bytes:
