@@ -7,7 +7,7 @@ says once how each stage is computed from the one before (which model, dataset, 
 contract, target and BSP release each call gets) and when a result computed earlier still fits the
 request (what a run folder checks before it reuses a saved record).  The callers keep their own
 memory: a run folder saves each stage as JSON, the explorer memoizes in memory, and
-:func:`~workbench.quantize.quantize` has its content-addressed cache (same source, recipe,
+:func:`~workbench.quantize.engine.quantize` has its content-addressed cache (same source, recipe,
 calibration samples and toolchain: the same INT8 file, reported as a cache hit).
 
 ::

@@ -272,7 +272,7 @@ def curate_calibration_set(dataset: Any, n: int, *, strategy: str = "stratified"
 
 def model_contract(model: Any, input_spec: Any = None) -> Any:
     """The input contract that feeds ``model``: ``input_spec``, else the card beside the model; None
-    when there is neither (the pixels then go as they are, as :func:`~workbench.quantize.quantize`
+    when there is neither (the pixels then go as they are, as :func:`~workbench.quantize.engine.quantize`
     feeds them).  Coverage embeddings and the coverage audit use it, as quantization and evaluation do."""
     from ..errors import ModelError
     from ..models.contract import card_path, resolve_contract

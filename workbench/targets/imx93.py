@@ -1,6 +1,6 @@
 """i.MX 93: Arm Ethos-U65-256 through Vela and ``libethosu_delegate.so``.
 
-Vela is the authority: :func:`workbench.placement.analyze_placement` compiles the
+Vela is the authority: :func:`workbench.placement.analyze.analyze_placement` compiles the
 model with the Vela the chosen BSP release ships (npu-facts.md section 2.1: BSP
 ``lf-6.6.3_1.0.0`` ships Vela 3.10.0, run here from its own pinned tool environment)
 and reads Vela's own CPU/NPU lists.  The op set and constraints below mirror the
