@@ -6,12 +6,11 @@ name to ``(expected code, build)``; the tests in this folder assert the code and
 ``benchmarks/bench_traps.py`` counts how many traps are flagged and how many clean models raise a
 false alarm (a finding of severity warning or above).
 
-Two timing traps (cold start, still falling) build the result a runner returns from recorded-style
-numbers: a real run cannot be made to start cold or keep falling on demand, and benchmark_model logs
-state aggregates only.  The board traps and too-few-runs run the real timing stage over SSH on a
-loopback sshd (``tests/board/loopback.py``), whose ``benchmark_model`` is the TEST DOUBLE replaying a
-recorded board log (no board exists here); every other trap runs the real converter, quantizer,
-inspector, placement (both Velas) or accuracy stage.
+The timing traps (cold start, still falling, too few runs) and the board traps run the real timing stage over SSH
+on a loopback sshd (``tests/board/loopback.py``); cold start and still falling time a model whose invocations
+really cost more at first (a counter in a resource variable sets the trip count of a loop of real ops), and two
+board traps replace ``benchmark_model`` by the TEST DOUBLE replaying a recorded board log (no board exists here);
+every other trap runs the real converter, quantizer, inspector, placement (both Velas) or accuracy stage.
 """
 
 from __future__ import annotations
@@ -327,7 +326,7 @@ def trap_clipping(root: Path) -> Findings:
     return findings_for(audit)
 
 
-# -- timing (results as a runner returns them) and board (the timing stage on the loopback board) ------
+# -- timing and board (the timing stage on the loopback board) ---------------------------------------
 def _timing(runs_us: list[float], **kw: Any) -> Any:
     from workbench.board.stats import still_falling, summarize_latencies
     from workbench.board.timing import TimingResult
@@ -343,15 +342,72 @@ def _steady(n: int, seed: int = 0) -> list[float]:
     return list(2500.0 + np.random.default_rng(seed).normal(0, 20, n))
 
 
-def trap_cold_start(root: Path) -> Findings:
-    runs = _steady(200)
-    runs[0] = 4_625_131.0     # the VX delegate compiles the graph on the first invoke (npu-facts 1.1, A1)
-    return findings_for(_timing(runs, n_warmup=0), target="imx8mp")
+def _warming_tflite(path: Path, *, slow_until: int | None = None, falling_until: int | None = None) -> None:
+    """A float .tflite (1x256 -> 1x256) whose invocations really cost more at first: a counter in a resource
+    variable (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE, kept between invokes as a model's state is) sets the
+    trip count of a WHILE loop of 256x256 FULLY_CONNECTED + TANH, as a model that fills a cache on its first
+    invocations does.  ``slow_until=K``: 100 trips while fewer than K invokes ran, then none (a step);
+    ``falling_until=K``: K - (invokes so far) trips, down to none (a slope)."""
+    import tensorflow as tf
+    rng = np.random.default_rng(11 if slow_until is not None else 12)
+
+    class Net(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.count = tf.Variable(0, dtype=tf.int32)
+            self.w = tf.constant(rng.normal(0, 0.05, (256, 256)).astype(np.float32))
+
+        @tf.function(input_signature=[tf.TensorSpec([1, 256], tf.float32, name="x")])
+        def __call__(self, x):
+            if slow_until is not None:
+                trips = tf.where(self.count < slow_until, 100, 0)
+            else:
+                trips = tf.maximum(int(falling_until or 0) - self.count, 0)
+            self.count.assign_add(1)
+            _, y = tf.while_loop(lambda i, y: i < trips, lambda i, y: (i + 1, tf.tanh(tf.matmul(y, self.w))),
+                                 (tf.constant(0), x))
+            return {"y": tf.matmul(y, self.w)}
+
+    net = Net()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([net.__call__.get_concrete_function()], net)
+    converter.experimental_enable_resource_variables = True
+    path.write_bytes(converter.convert())
+
+
+def _time_on_loopback(root: Path, model: Path, **kw: Any) -> Any:
+    """``model`` timed by the real timing stage (python runner) over SSH on the loopback board ``evk8mp``."""
+    import tempfile
+
+    import workbench as wb
+    from tests.board.loopback import loopback_sshd
+    with tempfile.TemporaryDirectory(prefix="board-", dir=root) as tmp, loopback_sshd(Path(tmp) / "sshd") as sshd:
+        boards = _loopback_board(sshd, "evk8mp", target="imx8mp", folder=Path(tmp))
+        return wb.time_on_board(model, board="evk8mp", boards_file=boards, **kw)
+
+
+def cold_start_model(root: Path) -> Path:
+    """The step model: its first 10 invokes run 100 FC+TANH trips (~0.3 ms here), the next ones none (~5 us)."""
+    return _shared(root, "cold_start.tflite", lambda p: _warming_tflite(p, slow_until=10))
+
+
+def trap_cold_start(root: Path, warmup: int = 5) -> Findings:
+    """The step model timed by the real timing stage on the loopback board with 5 warm-up invokes: the runner keeps
+    the first invoke apart, but invokes 7 to 10 (timed runs #0-#3) still pay the start-up work; the rule reads the
+    stage's own runs.  With ``warmup=10`` the timed runs start after it (the clean variant)."""
+    timing = _time_on_loopback(root, cold_start_model(root), runs=200, warmup=warmup)
+    return findings_for(timing, target="imx8mp")
+
+
+def still_falling_model(root: Path) -> Path:
+    """The slope model: invoke k runs 300 - k FC+TANH trips (~1 ms down to ~0.3 ms over 200 timed runs)."""
+    return _shared(root, "still_falling.tflite", lambda p: _warming_tflite(p, falling_until=300))
 
 
 def trap_still_falling(root: Path) -> Findings:
-    runs = list(np.linspace(4000.0, 2500.0, 200) + np.random.default_rng(0).normal(0, 20, 200))
-    return findings_for(_timing(runs, n_warmup=1), target="imx8mp")
+    """The slope model timed 200 times after 1 warm-up invoke by the real timing stage on the loopback board: every
+    timed run is cheaper than the one before, so the stage's own ``still_falling`` check flags the runs."""
+    timing = _time_on_loopback(root, still_falling_model(root), runs=200, warmup=1)
+    return findings_for(timing, target="imx8mp")
 
 
 def trap_too_few_runs(root: Path) -> Findings:
