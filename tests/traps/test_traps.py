@@ -82,6 +82,8 @@ def test_deployment_traps(zoo_root, name):
         assert f.evidence["file_sha256"] != f.evidence["manifest_sha256"] and f.severity == "error"
     else:
         assert f.evidence["versions"]["onnxruntime"]["manifest"] == "1.16.3"
+    from .zoo import _onnx_clean
+    assert _onnx_clean(zoo_root, name).read_bytes() != _onnx_clean(zoo_root).read_bytes()   # its own model
 
 
 def test_calibration_missing_condition():
@@ -270,6 +272,9 @@ def test_one_model_per_trap():
     keras = [MODEL_SEEDS[t] for t in ("per-channel-imx8mp", "bsp-compiler", "int16-on-8bit", "clipping",
                                       "output-collapsed", "board-placement-mismatch", "too-few-runs")]
     assert len(set(sin)) == len(sin) and len(set(keras)) == len(keras)
+    onnx = [0] + [MODEL_SEEDS[t] for t in ("manifest-sha-mismatch", "toolchain-drift")]   # 0: the clean model
+    pad = [MODEL_SEEDS[t] for t in ("absurd-scale", "xnnpack-refused")]
+    assert len(set(onnx)) == len(onnx) and len(set(pad)) == len(pad)
 
 
 @pytest.mark.slow
@@ -278,6 +283,9 @@ def test_a_float32_lowest_pad_is_named_as_an_absurd_scale_and_xnnpack_refuses_th
     assert f.severity == "error" and f.evidence["op"] == "PADV2" and f.evidence["scale"] > 1e35
     f = _one("xnnpack-refused", zoo_root)
     assert "XNNPACK" in f.message and "builtin" in str(f.evidence["loaded_by"])
+    from .zoo import _lowest_pad_int8
+    own = [_lowest_pad_int8(zoo_root, t).read_bytes() for t in ("absurd-scale", "xnnpack-refused")]
+    assert own[0] != own[1]     # one model per trap
 
 
 @pytest.mark.slow

@@ -50,14 +50,14 @@ def calibration_images(n: int = 60, seed: int = 0, shape: tuple[int, ...] = (H, 
 
 
 def _onnx_model(path: Path, *, middle: str | None = None, depthwise_spread: float | None = None,
-                batch: Any = 1) -> None:
+                batch: Any = 1, seed: int = 0) -> None:
     """A small ONNX CNN (NCHW 1x1x8x8): Conv -> [middle op] -> Conv(depthwise) -> Conv.
 
     ``depthwise_spread``: the depthwise conv's per-channel weight ranges span this factor.
-    ``batch``: ``"N"`` gives a dynamic batch dimension."""
+    ``batch``: ``"N"`` gives a dynamic batch dimension; ``seed``: its weights."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     c = 8
     w1 = rng.normal(0, 0.5, size=(c, 1, 3, 3)).astype(np.float32)
     dw = rng.normal(0, 0.5, size=(c, 1, 3, 3)).astype(np.float32)
@@ -131,7 +131,9 @@ def _quantized(root: Path, name: str, source: Callable[[Path], Path], recipe: An
 #: one model per trap: each trap that builds a model gets its own weights (a seed of its own)
 MODEL_SEEDS = {"tflite-float-op": 0, "tflite-qdq-inside": 1, "cpu-island": 2, "per-channel-imx8mp": 0,
                "bsp-compiler": 1, "int16-on-8bit": 2, "clipping": 3,
-               "output-collapsed": 4, "board-placement-mismatch": 5, "too-few-runs": 6}
+               "output-collapsed": 4, "board-placement-mismatch": 5, "too-few-runs": 6,
+               # the small ONNX CNN (seed 0: the clean model) and the lowest-pad CNN
+               "manifest-sha-mismatch": 1, "toolchain-drift": 2, "absurd-scale": 0, "xnnpack-refused": 1}
 
 
 def sin_saved_model(root: Path, trap: str = "tflite-float-op") -> Path:
@@ -516,21 +518,26 @@ def trap_board_int8_disagreement(root: Path) -> Findings:
 
 
 # -- deployment ---------------------------------------------------------------------------------------------
-def _clean_onnx_quantized(root: Path, name: str) -> Any:
-    model = _shared(root, "clean.onnx", lambda p: _onnx_model(p))
-    return quantize(model, "a8w8_pc", _nchw_calibration(), backend="onnx", output=root / name)
+def _onnx_clean(root: Path, trap: str | None = None) -> Path:
+    """The small ONNX CNN, nothing wrong with it: the clean model's (seed 0) or ``trap``'s own (its seed)."""
+    seed = MODEL_SEEDS[trap] if trap else 0
+    return _shared(root, "clean.onnx" if not seed else f"clean_{seed}.onnx", lambda p: _onnx_model(p, seed=seed))
+
+
+def _clean_onnx_quantized(root: Path, name: str, trap: str | None = None) -> Any:
+    return quantize(_onnx_clean(root, trap), "a8w8_pc", _nchw_calibration(), backend="onnx", output=root / name)
 
 
 def trap_manifest_sha_mismatch(root: Path) -> Findings:
-    q = _clean_onnx_quantized(root, "deployed")
-    other = quantize(_shared(root, "clean.onnx", lambda p: _onnx_model(p)), "a8w8_pt", _nchw_calibration(),
+    q = _clean_onnx_quantized(root, "deployed", "manifest-sha-mismatch")
+    other = quantize(_onnx_clean(root, "manifest-sha-mismatch"), "a8w8_pt", _nchw_calibration(),
                      backend="onnx", output=root / "other")
     shutil.copyfile(other.path, q.path)   # the file on the device is not the one the manifest describes
     return findings_for(q, target="imx93")
 
 
 def trap_toolchain_drift(root: Path) -> Findings:
-    q = _clean_onnx_quantized(root, "drift")
+    q = _clean_onnx_quantized(root, "drift", "toolchain-drift")
     manifest = json.loads(Path(q.manifest_path).read_text())
     manifest["toolchain"]["onnxruntime"] = "1.16.3"
     Path(q.manifest_path).write_text(json.dumps(manifest))
@@ -678,31 +685,37 @@ def trap_renamed_test_images(root: Path) -> Findings:
 
 
 # -- traps of the findings added with the test zoo, the conversion and the bisection ---------------------------
-def _lowest_pad_int8(root: Path) -> Path:
+def _lowest_pad_int8(root: Path, trap: str) -> Path:
     """What onnx2tf made of MTCNN's ceil-mode max-pool: a PADV2 with float32's lowest value before a VALID pool,
-    quantized by the real converter route (the engine itself refuses to publish it, so the trap keeps the bytes)."""
+    quantized by the real converter route (the engine itself refuses to publish it, so the trap keeps the bytes).
+    Each trap has its own: weights and calibration images from ``trap``'s seed."""
+    seed = MODEL_SEEDS[trap]
+
     def build(path: Path) -> None:
+        import keras
+
         from tests.quantize.test_runtime_check import _lowest_pad_model
         from workbench.quantize.recipe import get_recipe
         from workbench.quantize.tflite_backend import quantize_tflite
         path.mkdir()
+        keras.utils.set_random_seed(seed)
         model = _lowest_pad_model(path, pad_value=float(np.finfo(np.float32).min))
-        x = np.random.default_rng(5).random((16, 24, 24, 3), dtype=np.float32)
+        x = np.random.default_rng(5 + seed).random((16, 24, 24, 3), dtype=np.float32)
         (path / "int8.tflite").write_bytes(quantize_tflite(model, "saved_model", get_recipe("a8w8_pc"), x))
-    return _shared(root, "lowest_pad_int8", build) / "int8.tflite"
+    return _shared(root, f"lowest_pad_int8_{seed}", build) / "int8.tflite"
 
 
 def trap_absurd_scale(root: Path) -> Findings:
     """The float32-lowest pad value sets an activation scale of ~1.3e36: found in the INT8 file itself."""
     from workbench.quantize.inspect import inspect_model
-    return findings_for(inspect_model(_lowest_pad_int8(root)), target="imx93")
+    return findings_for(inspect_model(_lowest_pad_int8(root, "absurd-scale")), target="imx93")
 
 
 def trap_xnnpack_refused(root: Path) -> Findings:
-    """The same file loaded as a user's LiteRT would: XNNPACK refuses it, the builtin kernels run it."""
+    """Its own lowest-pad file loaded as a user's LiteRT would: XNNPACK refuses it, the builtin kernels run it."""
     from workbench.quantize.findings import runtime_findings
     from workbench.quantize.runtime_check import check_tflite
-    path = _lowest_pad_int8(root)
+    path = _lowest_pad_int8(root, "xnnpack-refused")
     x = np.random.default_rng(6).random((8, 24, 24, 3), dtype=np.float32)
     return Findings(tuple(runtime_findings(check_tflite(path.read_bytes(), x), path.name, target="imx93")))
 
