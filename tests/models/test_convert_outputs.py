@@ -9,6 +9,7 @@ agreement check would refuse the conversion.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tests.models.onnx_tiny import nhwc_images
 
@@ -36,6 +37,7 @@ def _three_outputs(path):
     return path
 
 
+@pytest.mark.slow          # onnx2tf in its tool environment: 12 CPU s
 def test_each_output_is_matched_by_its_place_in_the_graph(tmp_path):
     from workbench.models.convert import convert_onnx
     source = _three_outputs(tmp_path / "three.onnx")

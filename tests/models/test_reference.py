@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -113,10 +115,15 @@ def test_damaged_shipped_weights_are_refused(tmp_path, monkeypatch):
         builtin.shipped_weights("reference")
 
 
-def test_a_damaged_export_in_the_cache_is_rebuilt(tmp_path, digits):
+def test_a_damaged_export_in_the_cache_is_rebuilt(tmp_path, digits, reference):
+    import shutil
+
     from workbench.errors import WorkbenchWarning
     from workbench.models.reference import reference_model
+    built = Path(reference.keras).parent           # the run's reference model, copied: one rebuild here, not two
+    shutil.copytree(built, tmp_path / built.name)
     first = reference_model(dataset=digits, cache_root=tmp_path)
+    assert first.cache_hit and Path(first.keras).parent == tmp_path / built.name
     with open(first.tflite, "r+b") as handle:       # truncate one export
         handle.truncate(100)
     with pytest.warns(WorkbenchWarning, match="model_fp32.tflite does not match its sha256.*computed again"):
