@@ -54,10 +54,11 @@ MODULES: dict[str, list[str]] = {
     "workbench/evaluate/drops.py": ["tests/evaluate/test_accuracy_findings.py", "tests/evaluate/test_drop_threshold.py"],
     "workbench/calibration/findings.py": ["tests/calibration/test_findings_boundaries.py", "tests/traps/test_traps.py",
                                           "::k=calibration", "tests/calibration/test_leakage.py"],
-    "workbench/board/findings.py": ["tests/traps/test_traps.py", "::k=timing or board or warm"],
+    "workbench/board/findings.py": ["tests/board/test_findings_boundaries.py", "tests/traps/test_traps.py",
+                                    "::k=timing or board or warm"],
     "workbench/placement/findings.py": ["tests/traps/test_traps.py",
                                         "::k=cpu_island or per_channel_on or int16 or bsp"],
-    "workbench/quantize/findings.py": ["tests/traps/test_traps.py",
+    "workbench/quantize/findings.py": ["tests/quantize/test_findings_boundaries.py", "tests/traps/test_traps.py",
                                        "::k=onnx or per_tensor or spread or dynamic or deployment or tflite"],
 }
 #: functions whose body only formats (left out: a mutant there changes words, not a decision)
@@ -90,6 +91,9 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ("workbench/board/stats.py", "and rho < FALLING_RHO", "rho < FALLING_RHO", "Lt -> LtE"):
         "rho is numpy's float correlation of run index and rank: exactly -0.3 needs an exact sum of squared "
         "rank differences and a float result that rounds to it (a random search of rank orders found none)",
+    ("workbench/evaluate/findings.py", "NEAR_CHANCE_FACTOR / max(n_classes, 1))", "1", "1 -> 2"):
+        "max(n_classes, 1) only guards n_classes = 0: with 0, 1 or 2 classes FACTOR / 1 and FACTOR / 2 (2.0, 1.0) "
+        "are both above the cap 0.5 that min() returns",
     ("workbench/calibration/findings.py", '"samples": cal.conditions.get(c, 0),', "0", "0 -> 1"):
         "an under-represented condition has samples (the rule asks conditions.get(c, 0) > 0), so the default of "
         ".get in its evidence is never read",

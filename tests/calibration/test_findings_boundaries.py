@@ -57,3 +57,11 @@ def test_the_evidence_counts_what_the_pool_offered_zero_when_it_names_none():
     assert found["calibration.condition-missing"].evidence["pool"] == {"fog": 0}
     (row,) = found["calibration.condition-under-represented"].evidence["conditions"]
     assert (row["condition"], row["samples"], row["pool"]) == ("night", 100, 0)
+
+
+def test_an_id_listed_twice_is_a_duplicate():
+    from workbench.calibration.findings import id_findings
+    (f,) = id_findings(["cal-1", "cal-2", "cal-1"], where="set")
+    assert f.code == "calibration.duplicates" and f.evidence["duplicates"] == {"cal-1": 2}
+    assert f.evidence["n_ids"] == 3 and f.evidence["n_unique"] == 2
+    assert id_findings(["cal-1", "cal-2"], where="set") == []

@@ -228,3 +228,10 @@ def test_collapsed_outputs_are_one_finding_per_model_and_output_naming_each_cond
     import dataclasses
     report = dataclasses.replace(_spread(), fidelity=(_fid("daylight", 3.0, 0.5),))
     assert [f.code for f in findings(report)] == ["accuracy.output-collapsed", "accuracy.drop"]
+
+
+def test_a_trial_is_a_fix_when_its_ci_reaches_zero_not_when_it_stays_above():
+    touching = FixTrial("a8w8_pt+cle", "overexposed", 1.5, 0.0, 3.0, 0.70)      # past 1 pp, CI reaching 0
+    above = FixTrial("a8w8_pc+cle", "overexposed", 1.5, 0.5, 2.5, 0.70)         # past 1 pp, CI above 0
+    assert drop_findings(_spread(trials=[touching]))[0].evidence["fix"] == "a8w8_pt+cle"
+    assert drop_findings(_spread(trials=[above]))[0].evidence["fix"] is None

@@ -1,0 +1,92 @@
+"""The timing stage's findings at each rule's boundary (fast: timing results built from run lists, no board)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from workbench.board.coverage import PlacementMismatch
+from workbench.board.findings import COLD_FACTOR, COLD_MIN_US, MIN_RUNS_FOR_P99, findings
+from workbench.board.stats import summarize_latencies
+from workbench.board.timing import TimingResult
+
+
+def _timing(runs, *, on_board=True, **kw):
+    fields = {"model": "model.tflite", "model_sha256": "0" * 64, "runner": "benchmark_model", "where": "board evk",
+              "on_board": on_board, "n_warmup": 10, "n_runs": len(runs), "latency_us": summarize_latencies(runs),
+              "runs_us": tuple(runs), "board": "evk", "target": "imx8mp"}
+    return TimingResult(**{**fields, **kw})
+
+
+def _codes(result, **kw):
+    return {f.code: f for f in findings(result, target="imx8mp", **kw)}
+
+
+def _cold(runs):
+    f = _codes(_timing(runs)).get("timing.cold-start-in-steady-state")
+    return None if f is None else [r["run"] for r in f.evidence["runs"]]
+
+
+def test_a_cold_start_needs_three_runs():
+    assert _cold([1e6, 2500.0]) is None
+    assert _cold([1e6, 2500.0, 2500.0]) == [0]
+
+
+def test_a_cold_start_is_past_the_factor_and_at_least_the_microseconds():
+    assert (COLD_FACTOR, COLD_MIN_US) == (3.0, 50.0)
+    steady = [2500.0] * 30
+    assert _cold([3 * 2500.0] + steady) is None                 # exactly 3x the median: not past it
+    assert _cold([3 * 2500.0 + 0.5] + steady) == [0]
+    tiny = [10.0] * 30                                           # a 10 us model: 5.9x is timer noise under 50 us
+    assert _cold([59.0] + tiny) is None
+    assert _cold([60.0] + tiny) == [0]                           # exactly 50 us slower: enough
+    f = _codes(_timing([60.0] + tiny))["timing.cold-start-in-steady-state"]
+    assert f.evidence["median_us"] == 10.0 and f.evidence["factor"] == 3.0 and f.severity == "warning"
+
+
+def test_a_cold_start_is_where_the_runs_begin_within_the_first_tenth():
+    steady = [2500.0] * 40
+    assert _cold([1e5] * 5 + steady[5:]) == [0, 1, 2, 3]         # 40 runs: the first max(3, 40 // 10) = 4
+    assert _cold([1e5] * 5 + [2500.0] * 15) == [0, 1, 2]         # 20 runs: the first 3
+    assert _cold([1e5, 2500.0, 1e5] + steady) == [0]            # stops at the first normal run
+    assert _cold([2500.0] * 5 + [1e5] + steady) is None          # a spike later on: the host was busy
+
+
+def test_too_few_runs_below_the_minimum_only():
+    assert MIN_RUNS_FOR_P99 == 100
+    assert "timing.too-few-runs" in _codes(_timing([2500.0] * (MIN_RUNS_FOR_P99 - 1)))
+    assert "timing.too-few-runs" not in _codes(_timing([2500.0] * MIN_RUNS_FOR_P99))
+
+
+def test_the_host_cpu_is_named_and_its_warm_up_effects_are_info():
+    runs = [1e6] + [2500.0] * 30
+    board = _codes(_timing(runs))
+    assert "timing.host-cpu" not in board and board["timing.cold-start-in-steady-state"].severity == "warning"
+    host = _codes(_timing(runs, on_board=False, where="host CPU"))
+    assert host["timing.host-cpu"].severity == "info" and host["timing.cold-start-in-steady-state"].severity == "info"
+    replay = _codes(_timing(runs, on_board=False, replayed_from="rec-1"))       # a board's recording, replayed
+    assert "timing.host-cpu" not in replay and replay["timing.cold-start-in-steady-state"].severity == "warning"
+    falling = _codes(_timing(runs, still_falling="the first kept runs are still getting faster. Next: raise"))
+    assert falling["timing.still-falling"].message == "board evk: the first kept runs are still getting faster"
+
+
+def test_a_placement_mismatch_is_an_npu_op_the_board_ran_on_the_cpu():
+    npu_to_cpu = PlacementMismatch(op="MEAN", predicted="NPU", measured="CPU", evidence="op profile", count=2)
+    cpu_to_npu = PlacementMismatch(op="ADD", predicted="CPU", measured="NPU", evidence="op profile", count=1)
+    (f,) = [f for f in findings(_timing([2500.0] * 100, placement_mismatches=(npu_to_cpu, cpu_to_npu)))
+            if f.code == "board.placement-mismatch"]
+    assert [o["op"] for o in f.evidence["ops"]] == ["MEAN"] and "2x MEAN" in f.message
+    assert "board.placement-mismatch" not in _codes(_timing([2500.0] * 100, placement_mismatches=(cpu_to_npu,)))
+    assert "board.placement-mismatch" not in _codes(replace(_timing([2500.0] * 100)))
+
+
+def test_the_findings_name_the_target_asked_for_else_the_results_own():
+    result = _timing([2500.0] * 50)                              # timed for imx8mp
+    assert {f.target for f in findings(result)} == {"imx8mp"}
+    assert {f.target for f in findings(result, target="imx93")} == {"imx93"}
+    assert {f.target for f in findings(replace(result, target=None))} == {""}
+
+
+def test_only_a_predicted_npu_op_measured_on_the_cpu_is_a_mismatch():
+    for predicted, measured in (("CPU", "CPU"), ("NPU", "NPU"), ("CPU", "NPU")):
+        row = PlacementMismatch(op="ADD", predicted=predicted, measured=measured, evidence="op profile")
+        assert "board.placement-mismatch" not in _codes(_timing([2500.0] * 100, placement_mismatches=(row,)))
