@@ -153,3 +153,12 @@ def test_leaks_are_remembered_per_dataset_content():
     other = replace(data, x=np.where(data.split[:, None, None, None] == "test", 1.0 - data.x, data.x))
     assert content_leaks(ids, other) == []
     assert len(content_leaks(ids, data, size=(H, W))) == 77
+
+
+def test_the_memo_keeps_its_newest_entries_only():
+    from workbench.calibration import leakage
+    data = leaky_dataset()
+    ids = list(data.select(split="calibration").ids)
+    for k in range(leakage._MEMO_SIZE + 3):
+        assert len(leakage.content_leaks(ids[k:k + 5], data)) == 5        # img-0000.. are exact copies
+    assert len(leakage._MEMO) == leakage._MEMO_SIZE

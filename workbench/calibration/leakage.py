@@ -15,6 +15,7 @@ A calibration sample whose id is itself a test id is ``calibration.test-ids``, n
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -47,18 +48,22 @@ def content_leaks(sample_ids: Iterable[str], dataset: Any, *, size: Sequence[int
     ids = list(dict.fromkeys(str(s) for s in sample_ids))
     content = getattr(dataset, "hash", None)
     key = (content, tuple(ids), tuple(size) if size else None, split) if isinstance(content, str) else None
-    if key is not None and key in _MEMO:
-        return [dict(leak) for leak in _MEMO[key]]
+    with _MEMO_LOCK:                    # the batch exports reports from one thread per target
+        hit = _MEMO.get(key) if key is not None else None
+    if hit is not None:
+        return [dict(leak) for leak in hit]
     leaks = _content_leaks(ids, dataset, size=size, split=split)
     if key is not None:
-        while len(_MEMO) >= _MEMO_SIZE:
-            _MEMO.pop(next(iter(_MEMO)), None)
-        _MEMO[key] = [dict(leak) for leak in leaks]
+        with _MEMO_LOCK:
+            while len(_MEMO) >= _MEMO_SIZE:
+                _MEMO.pop(next(iter(_MEMO)))
+            _MEMO[key] = [dict(leak) for leak in leaks]
     return leaks
 
 
 _MEMO: dict[tuple, list[dict[str, str]]] = {}
 _MEMO_SIZE = 16
+_MEMO_LOCK = threading.Lock()
 
 
 def _content_leaks(ids: list[str], dataset: Any, *, size: Sequence[int] | None, split: str) -> list[dict[str, str]]:
