@@ -235,3 +235,13 @@ def test_a_trial_is_a_fix_when_its_ci_reaches_zero_not_when_it_stays_above():
     above = FixTrial("a8w8_pc+cle", "overexposed", 1.5, 0.5, 2.5, 0.70)         # past 1 pp, CI above 0
     assert drop_findings(_spread(trials=[touching]))[0].evidence["fix"] == "a8w8_pt+cle"
     assert drop_findings(_spread(trials=[above]))[0].evidence["fix"] is None
+
+
+def test_a_binary_classifier_near_chance_everywhere_is_a_contract_finding():
+    rows = [_row("daylight", "fp32", 0.45), _row("daylight", "int8", 0.45),
+            _row("overexposed", "fp32", 0.40), _row("overexposed", "int8", 0.40)]
+    (f,) = findings(_report(rows, classes=2))
+    assert f.code == "model.input-contract" and f.evidence["n_classes"] == 2 and f.evidence["threshold"] == 0.5
+    assert f.evidence["chance"] == 0.5 and "near chance (50.0% for 2 classes)" in f.message
+    assert findings(_report(rows[:2] + [_row("overexposed", "fp32", 0.5), _row("overexposed", "int8", 0.5)],
+                            classes=2)) == []                  # 50% somewhere: at the line, not under it

@@ -101,3 +101,43 @@ def test_each_limit_checked_counts_once():
     assert checked(Gate(max_drop_pp=1.0)) == 1
     assert checked(Gate(max_drop_pp=1.0, min_agreement=0.9)) == 2
     assert checked(Gate(max_drop_pp=None, min_npu_share=0.5, max_cpu_islands=0)) == 2
+
+
+def _latency(targets, **gate):
+    from workbench.evaluate.gate import check_quality_gate
+    from workbench.runs import RunSummary
+    return check_quality_gate(RunSummary(run_id="r", targets=tuple(targets)), Gate(max_drop_pp=None, **gate))
+
+
+def test_vela_latency_is_checked_where_the_compiler_estimates_it():
+    from .test_gate_boundaries import _t
+    vela = {"max_latency_ms": 2.0, "latency_source": "vela"}
+    assert _latency([_t("imx93", vela_estimate_ms=2.0)], **vela).passed                   # at the limit
+    r = _latency([_t("imx93", vela_estimate_ms=2.001)], **vela)
+    assert [v.check for v in r.violations] == ["latency.max_ms"] and r.checked == 1
+    r = _latency([_t("imx93", vela_estimate_ms=None)], **vela)                           # Ethos-U: estimate missing
+    assert "no Vela estimate" in r.violations[0].reason
+    r = _latency([_t("imx8mp", vela_estimate_ms=None)], **vela)                          # no estimate exists there
+    assert r.passed and "latency not checked" in r.notes[0]
+    assert not _latency([_t("imx8mp", vela_estimate_ms=3.0)], **vela).passed             # one given is checked
+
+
+def test_board_latency_takes_a_board_or_its_replayed_recording_not_the_host():
+    from .test_gate_boundaries import _t
+    board = {"max_latency_ms": 5.0, "latency_source": "board"}
+    for source in ("board", "board-cpu", "replayed"):
+        t = _t(latency_ms=2.0, latency_p99_ms=3.0, latency_kind="board evk", latency_source=source)
+        assert _latency([t], **board).passed
+    host = _t(latency_ms=2.0, latency_p99_ms=3.0, latency_kind="host CPU", latency_source="host-cpu")
+    r = _latency([host], **board)
+    assert not r.passed and "no board measurement" in r.violations[0].reason
+    assert _latency([host], max_latency_ms=5.0).passed                                  # source measured: any
+    r = _latency([host], latency_allow_missing=True, **board)
+    assert r.passed and "allow_missing" in r.notes[0]
+
+
+def test_latency_and_findings_limits_count_once_each():
+    from .test_gate_boundaries import _t
+    t = _t(latency_ms=2.0, latency_p99_ms=3.0, latency_kind="board evk", latency_source="board")
+    assert _latency([t], max_latency_ms=5.0).checked == 1
+    assert _latency([t], findings_max_severity="warning").checked == 1
