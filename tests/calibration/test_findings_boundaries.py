@@ -65,3 +65,34 @@ def test_an_id_listed_twice_is_a_duplicate():
     assert f.code == "calibration.duplicates" and f.evidence["duplicates"] == {"cal-1": 2}
     assert f.evidence["n_ids"] == 3 and f.evidence["n_unique"] == 2
     assert id_findings(["cal-1", "cal-2"], where="set") == []
+
+
+def test_test_ids_by_the_datasets_splits_else_by_the_prefix():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from workbench.calibration.findings import id_findings
+    data = SimpleNamespace(ids=np.array(["img-1", "img-2"]), split=np.array(["test", "calibration"]))
+    (f,) = id_findings(["img-1"], where="set", dataset=data)
+    assert f.evidence["test_ids"] == ["img-1"] and f.evidence["checked_against"] == "dataset splits"
+    assert id_findings(["img-2"], where="set", dataset=data) == []
+    no_splits = SimpleNamespace(ids=np.array(["test-1"]))            # no split column: the id prefix decides
+    (f,) = id_findings(["test-1"], where="set", dataset=no_splits)
+    assert f.evidence["checked_against"] == "id prefix 'test-'"
+
+
+def test_a_calibration_file_is_checked_only_when_it_states_ids_a_dataset_and_a_hash(tmp_path):
+    import json
+
+    from workbench.calibration.curate import content_hash
+    from workbench.calibration.findings import file_findings
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({"sample_ids": ["a"], "hash": "x"}))                 # no dataset hash: not a set
+    assert file_findings(path) == []
+    path.write_text(json.dumps({"sample_ids": ["a"], "dataset_hash": "h"}))         # no stored hash: nothing to compare
+    assert file_findings(path) == []
+    path.write_text(json.dumps({"sample_ids": ["a"], "dataset_hash": "h", "hash": content_hash(("a",), "h")}))
+    assert file_findings(path) == []
+    path.write_text(json.dumps({"sample_ids": ["a", "b"], "dataset_hash": "h", "hash": content_hash(("a",), "h")}))
+    assert [f.code for f in file_findings(path)] == ["calibration.hash-mismatch"]
