@@ -34,3 +34,11 @@ def test_float_ops_are_a_finding_only_with_integer_ops_per_tensor_or_dynamic_ran
     assert _codes(_insp(weights=[_w(0)], tensors=[const], float_ops=float_op)) == []
     assert _codes(_insp(weights=[_w(0)], qdq_inside=["QUANTIZE #2 (q)"])) == []
     assert _codes(_insp(weights=[_w(1)], qdq_inside=["QUANTIZE #2 (q)"])) == ["quantize.qdq-inside"]
+
+
+def test_ops_excluded_by_type_or_by_name_are_info_per_tensor_or_not():
+    insp = _insp(weights=[_w(1)], float_ops=["SIN #1 (sin)", "COS #2 (m/cos)"])
+    for excluded in (("SIN",), ("sin",)):          # by op type, by node name
+        found = inspection_findings(insp, excluded=excluded)
+        assert [(f.severity, [o["op"] for o in f.evidence["ops"]]) for f in found] == [
+            ("error", ["COS"]), ("info", ["SIN"])]
