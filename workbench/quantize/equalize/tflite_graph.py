@@ -29,7 +29,7 @@ ACTIVATION_RATIO = 1.0
 
 def _tflite_transform(source: Path, out: Path, transforms: tuple[str, ...], calibration: np.ndarray,
                       ratio: float = ACTIVATION_RATIO) -> dict[str, Any]:
-    from ..aeq_backend import prepare_float_tflite
+    from ..tflite_prepare import prepare_float_tflite
     prepared = prepare_float_tflite(source.read_bytes(), source=str(source))   # float16 weights -> float32
     data, pairs = equalize_depthwise(prepared.data, calibration, ratio=ratio)
     out.write_bytes(data)
