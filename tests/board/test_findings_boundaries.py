@@ -90,3 +90,16 @@ def test_only_a_predicted_npu_op_measured_on_the_cpu_is_a_mismatch():
     for predicted, measured in (("CPU", "CPU"), ("NPU", "NPU"), ("CPU", "NPU")):
         row = PlacementMismatch(op="ADD", predicted=predicted, measured=measured, evidence="op profile")
         assert "board.placement-mismatch" not in _codes(_timing([2500.0] * 100, placement_mismatches=(row,)))
+
+
+def test_the_boards_int8_disagreement_names_the_flagged_conditions_only():
+    from workbench.board.accuracy import BoardAccuracy, BoardAccuracyRow
+
+    def row(cond, agreement, flagged):
+        return BoardAccuracyRow(condition=cond, n=200, fp32_host=0.95, int8_host=0.94, int8_board=0.80,
+                                agreement=agreement, flagged=flagged)
+    acc = BoardAccuracy(rows=(row("daylight", 0.99, False), row("low-light", 0.81, True)), where="board evk")
+    f = _codes(_timing([2500.0] * 100, accuracy=acc))["board.int8-disagreement"]
+    assert [c["condition"] for c in f.evidence["conditions"]] == ["low-light"] and "low-light 81.0%" in f.message
+    calm = BoardAccuracy(rows=(row("daylight", 0.99, False),), where="board evk")
+    assert "board.int8-disagreement" not in _codes(_timing([2500.0] * 100, accuracy=calm))
