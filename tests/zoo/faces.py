@@ -26,14 +26,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
-from tests.zoo.fetch import CONDITIONS, _crops, _photos, wheel, zoo_dir
+from tests.zoo.fetch import CONDITIONS, _crops, _photos, build_folder, wheel, zoo_dir
 
 NAME = "blazeface-faces"
 VERSION = 1            # bump when the images change
@@ -129,16 +126,7 @@ def calibration_faces() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if current():
             return folder / "data"
-        tmp = Path(tempfile.mkdtemp(dir=zoo_dir(), prefix=f".{NAME}-"))
-        try:
-            _build(tmp)
-            if folder.exists():
-                old = folder.with_name(f".{NAME}-old-{os.getpid()}")
-                os.replace(folder, old)
-                shutil.rmtree(old, ignore_errors=True)
-            os.replace(tmp, folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        build_folder(folder, _build)
     return folder / "data"
 
 

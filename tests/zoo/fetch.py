@@ -336,17 +336,23 @@ def fetch(name: str) -> ZooModel:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _current(source, folder):
             return _entry(source, folder)   # another process built it while we waited
-        tmp = Path(tempfile.mkdtemp(dir=zoo_dir(), prefix=f".{name}-"))
-        try:
-            _build(source, tmp)
-            if folder.exists():
-                old = folder.with_name(f".{name}-old-{os.getpid()}")
-                os.replace(folder, old)
-                shutil.rmtree(old, ignore_errors=True)
-            os.replace(tmp, folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        build_folder(folder, lambda tmp: _build(source, tmp))
     return _entry(source, folder)
+
+
+def build_folder(folder: Path, build) -> None:
+    """``build(tmp)`` in a temporary folder beside ``folder``, then the result in its place (the old one
+    moved aside first): a reader never sees a half-built folder."""
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
+    try:
+        build(tmp)
+        if folder.exists():
+            old = folder.with_name(f".{folder.name}-old-{os.getpid()}")
+            os.replace(folder, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def fast_models() -> tuple[str, ...]:

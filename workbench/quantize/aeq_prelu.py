@@ -35,17 +35,12 @@ def quantize_prelu(data: bytes, *, keep_float: frozenset[str] = frozenset()) -> 
     ``keep_float``: output tensor names (or ``"PRELU"``) the recipe excludes from quantization."""
     from ai_edge_litert import schema_py_generated as fb
     from ai_edge_litert.tools import flatbuffer_utils as fu
+
+    from .tflite_prepare import _builtin, _name
     if "PRELU" in keep_float:
         return data, []
     model = fu.read_model_from_bytearray(bytearray(data))
     sg = model.subgraphs[0]
-
-    def builtin(op: Any) -> int:
-        code = model.operatorCodes[op.opcodeIndex]
-        return int(max(code.builtinCode, code.deprecatedBuiltinCode))
-
-    def name(t: Any) -> str:
-        return t.name.decode() if isinstance(t.name, bytes) else str(t.name or "")
 
     producer = {int(o): op for op in sg.operators for o in op.outputs}
     consumers: dict[int, list[Any]] = {}
@@ -57,15 +52,16 @@ def quantize_prelu(data: bytes, *, keep_float: frozenset[str] = frozenset()) -> 
     drop: set[int] = set()      # id() of the DEQUANTIZE/QUANTIZE ops made redundant
     changed: list[str] = []
     for op in sg.operators:
-        if builtin(op) != fb.BuiltinOperator.PRELU or len(op.inputs) != 2:
+        if _builtin(model, op) != fb.BuiltinOperator.PRELU or len(op.inputs) != 2:
             continue
         x_f, alpha_i, y_f = int(op.inputs[0]), int(op.inputs[1]), int(op.outputs[0])
         deq = producer.get(x_f)
         users = consumers.get(y_f, [])
         alpha_t = sg.tensors[alpha_i]
         alpha_buf = model.buffers[alpha_t.buffer].data if alpha_t.buffer else None
-        if (name(sg.tensors[y_f]) in keep_float or deq is None or builtin(deq) != fb.BuiltinOperator.DEQUANTIZE
-                or y_f in graph_outputs or len(users) != 1 or builtin(users[0]) != fb.BuiltinOperator.QUANTIZE
+        if (_name(sg.tensors[y_f].name) in keep_float or deq is None
+                or _builtin(model, deq) != fb.BuiltinOperator.DEQUANTIZE or y_f in graph_outputs
+                or len(users) != 1 or _builtin(model, users[0]) != fb.BuiltinOperator.QUANTIZE
                 or alpha_t.type != fb.TensorType.FLOAT32 or alpha_buf is None or alpha_i in producer):
             continue
         x_q, y_q = int(deq.inputs[0]), int(users[0].outputs[0])
@@ -77,7 +73,7 @@ def quantize_prelu(data: bytes, *, keep_float: frozenset[str] = frozenset()) -> 
         buffer.data = np.frombuffer(q.tobytes(), np.uint8)
         model.buffers.append(buffer)
         t = fb.TensorT()
-        t.name = f"{name(alpha_t)}_int8"
+        t.name = f"{_name(alpha_t.name)}_int8"
         t.shape = np.array(alpha_t.shape, np.int32)
         t.type = fb.TensorType.INT8
         t.buffer = len(model.buffers) - 1
@@ -90,7 +86,7 @@ def quantize_prelu(data: bytes, *, keep_float: frozenset[str] = frozenset()) -> 
         drop.add(id(users[0]))
         if all(u is op for u in consumers.get(x_f, [])) and x_f not in graph_outputs:
             drop.add(id(deq))
-        changed.append(name(sg.tensors[y_f]))
+        changed.append(_name(sg.tensors[y_f].name))
     if not changed:
         return data, []
     sg.operators = [op for op in sg.operators if id(op) not in drop]
