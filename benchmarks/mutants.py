@@ -37,7 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: module -> the tests that must catch its mutants (fast ones; ``-k`` expressions after "::k=")
+#: module -> the tests that must catch its mutants (fast ones: seconds a run, no SSH, board or batch; ``-k`` and ``-m``
+#: expressions after "::k=" and "::m=", applied to every file of the list: name the fast files' modules in ``-k``)
 MODULES: dict[str, list[str]] = {
     "workbench/findings.py": ["tests/test_findings.py", "tests/traps/test_run_folder.py"],
     "workbench/findings_catalogue.py": ["tests/test_findings.py"],
@@ -52,14 +53,15 @@ MODULES: dict[str, list[str]] = {
     "workbench/evaluate/findings.py": ["tests/evaluate/test_accuracy_findings.py",
                                        "tests/evaluate/test_drop_threshold.py"],
     "workbench/evaluate/drops.py": ["tests/evaluate/test_accuracy_findings.py", "tests/evaluate/test_drop_threshold.py"],
-    "workbench/calibration/findings.py": ["tests/calibration/test_findings_boundaries.py", "tests/traps/test_traps.py",
-                                          "::k=calibration", "tests/calibration/test_leakage.py"],
+    "workbench/calibration/findings.py": ["tests/calibration/test_findings_boundaries.py",
+                                          "tests/calibration/test_leakage.py", "tests/traps/test_traps.py",
+                                          "::k=test_findings_boundaries or test_leakage or calibration_ or clipping", "::m=not slow"],
     "workbench/board/findings.py": ["tests/board/test_findings_boundaries.py", "tests/traps/test_traps.py",
-                                    "::k=timing or board or warm"],
-    "workbench/placement/findings.py": ["tests/traps/test_traps.py",
-                                        "::k=cpu_island or per_channel_on or int16 or bsp"],
+                                    "::k=test_findings_boundaries or warm", "::m=not slow"],
+    "workbench/placement/findings.py": ["tests/placement/test_findings_boundaries.py"],
     "workbench/quantize/findings.py": ["tests/quantize/test_findings_boundaries.py", "tests/traps/test_traps.py",
-                                       "::k=onnx or per_tensor or spread or dynamic or deployment or tflite"],
+                                       "::k=test_findings_boundaries or onnx or per_tensor or spread or dynamic or deployment",
+                                       "::m=not slow"],
 }
 #: functions whose body only formats (left out: a mutant there changes words, not a decision)
 DISPLAY = {"summary", "text", "_repr_html_", "findings_html", "_evidence_text", "catalogue_markdown", "_anchor",
@@ -235,6 +237,8 @@ def _pytest_args(spec: list[str]) -> list[str]:
     for item in spec:
         if item.startswith("::k="):
             args += ["-k", item[4:]]
+        elif item.startswith("::m="):
+            args += ["-m", item[4:]]
         else:
             args.append(item)
     return args

@@ -103,3 +103,36 @@ def test_the_boards_int8_disagreement_names_the_flagged_conditions_only():
     assert [c["condition"] for c in f.evidence["conditions"]] == ["low-light"] and "low-light 81.0%" in f.message
     calm = BoardAccuracy(rows=(row("daylight", 0.99, False),), where="board evk")
     assert "board.int8-disagreement" not in _codes(_timing([2500.0] * 100, accuracy=calm))
+
+
+def test_a_board_share_the_placement_did_not_predict_is_a_mismatch_on_a_board_only():
+    """The recorded i.MX 93 log C1 states its delegate took 1 of 1 nodes (100% on the NPU); the placement stage's
+    rule-table report of the tiny INT8 model predicts 4 of 4 ops on imx8mp's NPU (agrees) and 0 of 4 on imx93's
+    (its dynamic batch keeps every op off the Ethos-U: disagrees)."""
+    import warnings
+    from pathlib import Path
+
+    from workbench.board.coverage import coverage_from_log
+    from workbench.board.parse import read_benchmark_log
+    from workbench.placement.analyze import analyze_placement
+    fixtures = Path(__file__).parent / "fixtures"
+    coverage = coverage_from_log(read_benchmark_log(str(fixtures / "C1.log")))
+    assert (coverage.npu_ops, coverage.total_ops, coverage.npu_share) == (1, 1, 1.0)
+    tiny = fixtures / "replay" / "tiny_int8.tflite"
+    agrees = analyze_placement(tiny, "imx8mp", use_vela=False)
+    disagrees = analyze_placement(tiny, "imx93", use_vela=False)
+    assert (agrees.npu_ops, disagrees.npu_ops) == (4, 0)
+    result = _timing([2500.0] * 100, coverage=coverage)
+
+    def mismatch(r, placement):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # cross_check also warns
+            found = [f for f in findings(r, placement=placement) if f.code == "board.placement-mismatch"]
+        return found[0] if found else None
+    f = mismatch(result, disagrees)
+    assert f is not None and (f.evidence["measured_share"], f.evidence["predicted_share"]) == (1.0, 0.0)
+    assert "NPU share measured 100% vs predicted 0%" in f.message
+    assert mismatch(result, agrees) is None
+    assert mismatch(replace(result, on_board=False, where="host CPU"), disagrees) is None   # no board: no truth
+    assert mismatch(result, None) is None
+    assert mismatch(replace(result, coverage=None), disagrees) is None

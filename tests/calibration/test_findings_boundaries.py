@@ -96,3 +96,26 @@ def test_a_calibration_file_is_checked_only_when_it_states_ids_a_dataset_and_a_h
     assert file_findings(path) == []
     path.write_text(json.dumps({"sample_ids": ["a", "b"], "dataset_hash": "h", "hash": content_hash(("a",), "h")}))
     assert [f.code for f in file_findings(path)] == ["calibration.hash-mismatch"]
+
+
+def test_the_audits_leak_finding_counts_exact_copies_and_copies_after_resize():
+    """The coverage audit's ``test_copies`` as the audit computes them (content_leaks on a dataset whose pool
+    holds 60 pixel copies and 17 re-encoded copies of test images): exact and after-resize counted apart."""
+    from tests.traps.zoo import leaky_dataset
+    from workbench.calibration.audit import CoverageAudit
+    from workbench.calibration.findings import audit_findings
+    from workbench.calibration.leakage import content_leaks
+    data = leaky_dataset()
+
+    def audit(ids):
+        return CoverageAudit(calibration_id="cal", calibration_hash="h", calibration_conditions={}, model="m",
+                             dataset=data.name, split="test", layers=(), conditions=(), calibrated_ranges={},
+                             rows=(), clip_threshold=0.01, activation_bits=8, add_conditions=(), findings=(),
+                             test_copies=tuple(content_leaks(ids, data)))
+    (f,) = audit_findings(audit([f"img-{i:04d}" for i in range(40, 300)]))     # 20 exact, 17 after resize
+    assert (f.evidence["n_leaks"], f.evidence["n_exact"], f.evidence["n_after_resize"]) == (37, 20, 17)
+    assert "37 calibration samples are test images under other ids (20 exact pixel copies, 17 after resize)" \
+        in f.message and f.severity == "error"
+    (exact,) = audit_findings(audit([f"img-{i:04d}" for i in range(0, 60)]))    # the 60 exact copies only
+    assert (exact.evidence["n_exact"], exact.evidence["n_after_resize"]) == (60, 0)
+    assert audit_findings(audit([f"img-{i:04d}" for i in range(100, 300)])) == []   # the clean part of the pool

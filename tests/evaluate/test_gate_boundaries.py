@@ -82,6 +82,24 @@ def test_latency_at_the_limit():
     assert not r.passed and r.violations[0].check == "latency.max_ms"
 
 
+def test_a_statistic_the_timing_does_not_state_is_a_violation_not_a_pass():
+    """A recorded benchmark_model log (tests/board/fixtures/B4.log) states a median and no p99, and the board
+    stage invents no percentile: a gate on p99 fails with the reason, one on p50 checks the median."""
+    from pathlib import Path
+
+    from workbench.board.measure import _latency_from_log
+    from workbench.board.parse import read_benchmark_log
+    latency = _latency_from_log(read_benchmark_log(str(Path(__file__).parents[1] / "board" / "fixtures" / "B4.log")))
+    assert latency.p50 == 1239807.0 and latency.p99 is None
+    t = _t(latency_ms=latency.p50 / 1000, latency_p99_ms=None, latency_kind="board evk via libvx_delegate.so",
+           latency_source="board")
+    r = _gate([t], Gate(max_drop_pp=None, max_latency_ms=5000.0, latency_statistic="p99"))
+    assert not r.passed and [v.check for v in r.violations] == ["latency.max_ms"]
+    assert "no p99 latency" in r.violations[0].reason
+    ok = _gate([t], Gate(max_drop_pp=None, max_latency_ms=5000.0))
+    assert ok.passed and any("p50 latency 1239.807 ms" in n for n in ok.notes)
+
+
 def test_a_latency_limit_below_one_ms_is_accepted():
     assert Gate(max_latency_ms=0.5).max_latency_ms == 0.5
     with pytest.raises(GateError):
