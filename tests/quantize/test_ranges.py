@@ -113,3 +113,49 @@ def test_tflite_source_minmax_global_keeps_what_one_sample_reaches(tmp_path):
         return float(((it.get_tensor(o["index"]).astype(np.float32) - z) * s)[0, 4, 4, 0])
     assert peak(full) == pytest.approx(40.0, rel=0.05)
     assert peak(moving) < 20.0        # clipped by the moving average (the old calibrator, still the default)
+
+
+@pytest.mark.slow
+def test_tflite_source_input_range_is_the_contracts(tmp_path):
+    """AI Edge Quantizer calibrates the graph input like any activation (a moving average of each sample's
+    min/max), so a [0, 1] input whose samples seldom reach white was clipped (MediaPipe selfie segmentation:
+    [0, 0.914], every pixel above 233/255 one code). The input's range is now the contract's: pixels 0..255
+    land on 256 INT8 codes (scale 1/255), a [-1, 1] input gets scale 2/255; without a contract, the samples'
+    global min/max. The manifest records each (``ranges.inputs``)."""
+    import contextlib
+    import io
+
+    import keras
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    from workbench.quantize.engine import quantize
+    inp = keras.Input((8, 8, 3), batch_size=1, name="image")
+    model = keras.Model(inp, keras.layers.Conv2D(2, 1, name="conv")(inp))
+    with contextlib.redirect_stdout(io.StringIO()):
+        data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    path = tmp_path / "float.tflite"
+    path.write_bytes(data)
+    x = np.random.default_rng(0).integers(0, 150, (40, 8, 8, 3)).astype(np.float32) / 255.0
+    x[5, 0, 0, :] = 1.0                    # one white pixel in one sample of 40
+    card = {"layout": "NHWC", "color": "rgb", "size": [8, 8], "task": "other"}
+
+    def input_quantization(result):
+        it = Interpreter(model_path=str(result.path))
+        s, z = it.get_input_details()[0]["quantization"]
+        return s, z
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        unit = quantize(path, "a8w8_pc", x, input_spec={**card, "range": [0, 1]}, cache=False)
+        signed = quantize(path, "a8w8_pc", x, input_spec={**card, "range": [-1, 1]}, cache=False)
+        bare = quantize(path, "a8w8_pc", x * 0.5, cache=False)
+    s, z = input_quantization(unit)
+    assert s == pytest.approx(1 / 255, rel=1e-6) and z == -128       # the old moving average: ~0.59/255
+    codes = np.round(np.arange(256) / 255.0 / s) + z
+    assert len(np.unique(codes)) == 256 and codes.max() == 127
+    assert input_quantization(signed)[0] == pytest.approx(2 / 255, rel=1e-6)
+    assert unit.manifest()["ranges"]["inputs"][0]["from"] == "input contract"
+    row = bare.manifest()["ranges"]["inputs"][0]                   # no contract: the samples' min/max (0.5)
+    assert row["from"] == "calibration samples" and row["set"][1] == pytest.approx(0.5)
+    assert row["calibrated"][1] < 0.4

@@ -38,7 +38,7 @@ from .recipe import QuantRecipe
 from .tflite_prepare import SIGNATURE, Prepared, _builtin, _name, prepare_float_tflite
 
 TOOL = "ai-edge-quantizer"
-AEQ_VERSION = 4      # bump when the workbench's steps around AI Edge Quantizer change (cache key)
+AEQ_VERSION = 5      # bump when the workbench's steps around AI Edge Quantizer change (cache key)
 
 
 def toolchain() -> dict[str, str]:
@@ -91,8 +91,11 @@ def aeq_recipe(recipe: QuantRecipe) -> list[dict[str, Any]]:
     return rules
 
 
-def quantize_float_tflite(path: str | os.PathLike, recipe: QuantRecipe, x: np.ndarray) -> tuple[bytes, dict[str, Any]]:
-    """INT8 (or 16x8) ``.tflite`` bytes for the FP32 ``.tflite`` at ``path``, and what the manifest records."""
+def quantize_float_tflite(path: str | os.PathLike, recipe: QuantRecipe, x: np.ndarray, *,
+                          input_range: tuple[float, float] | None = None) -> tuple[bytes, dict[str, Any]]:
+    """INT8 (or 16x8) ``.tflite`` bytes for the FP32 ``.tflite`` at ``path``, and what the manifest records.
+    ``input_range``: the model-input values pixels 0 and 1 map to (the input contract's), the graph input's
+    range; without it, the calibration samples' own min/max."""
     source = Path(path)
     check_recipe(recipe, source)
     prepared = prepare_float_tflite(source.read_bytes(), source=str(source))
@@ -109,7 +112,7 @@ def quantize_float_tflite(path: str | os.PathLike, recipe: QuantRecipe, x: np.nd
             name = prepared.input_names[0]
             data = {SIGNATURE: [{name: np.ascontiguousarray(x[i:i + 1], np.float32)} for i in range(len(x))]}
             calibration = q.calibrate(data, num_threads=1)
-            calibration, ranges = _edit_ranges(prepared, calibration, x, recipe)
+            calibration, ranges = _edit_ranges(prepared, calibration, x, recipe, input_range)
             result = q.quantize(calibration, enable_progress_report=False)
         except (QuantizationError, ModelError):
             raise
@@ -130,18 +133,26 @@ def quantize_float_tflite(path: str | os.PathLike, recipe: QuantRecipe, x: np.nd
     return out, entry
 
 
-def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray, recipe: QuantRecipe
-                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray, recipe: QuantRecipe,
+                 input_range: tuple[float, float] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The calibrated min/max set to the data's percentiles (``calibrator='percentile'``), and what the
-    data says of the calibrated ranges (ranges.py: the tensors far wider than their 0.1..99.9 percentiles)."""
+    data says of the calibrated ranges (ranges.py: the tensors far wider than their 0.1..99.9 percentiles).
+
+    The graph input's range is the whole range the input contract maps pixels to (else the samples' min/max),
+    whatever the calibrator: AI Edge Quantizer's moving average of each sample's min/max clips the input
+    itself (MediaPipe selfie segmentation, range [0, 1]: [0, 0.914] on the zoo's crops, every pixel above
+    233/255 one code, an overexposed frame's highlights gone), and a [0, 1] input calibrated to exactly
+    [0, 1] gives 8-bit pixels one INT8 code each (scale 1/255)."""
     from .ranges import percentile_edit
     ranges = {n: (float(np.min(v["min"])), float(np.max(v["max"]))) for n, v in calibration.items()
               if isinstance(v, dict) and "min" in v and "max" in v and np.size(v["min"]) == 1}
+    input_tensors = _graph_inputs(prepared.data)
+    calibration, inputs = _input_ranges(input_tensors, calibration, x, input_range)
     # minmax-global: the data's 0..100th percentiles (the exact min/max over every sample) in place of
     # AI Edge Quantizer's moving average of each sample's min/max
     percentile = {"percentile": recipe.percentile, "minmax-global": 100.0}.get(recipe.calibrator)
     channels = _depthwise_outputs(prepared.data)      # their range per channel, measured in the same pass
-    edited, outliers = percentile_edit(prepared.data, x, ranges, set(prepared.input_names), percentile,
+    edited, outliers = percentile_edit(prepared.data, x, ranges, set(input_tensors), percentile,
                                        channels=channels)
     changed = 0
     if percentile is not None:
@@ -155,7 +166,32 @@ def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray,
     percentile = percentile if recipe.calibrator == "percentile" else None
     return calibration, {"calibrator": recipe.calibrator, "percentile": percentile, "tensors": len(ranges),
                          "changed": changed, "outliers": outliers[:12], "n_outliers": len(outliers),
-                         "depthwise_spread": depthwise_spread(channels)}
+                         "depthwise_spread": depthwise_spread(channels), "inputs": inputs}
+
+
+def _graph_inputs(data: bytes) -> list[str]:
+    """The names of the graph's input tensors (the keys of AI Edge Quantizer's calibration, not the signature's)."""
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    sg = fu.read_model_from_bytearray(bytearray(data)).subgraphs[0]
+    return [_name(sg.tensors[int(i)].name) for i in sg.inputs]
+
+
+def _input_ranges(input_tensors: list[str], calibration: dict[str, Any], x: np.ndarray,
+                  input_range: tuple[float, float] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The graph input's calibrated range replaced by ``input_range`` (or the samples' global min/max), and
+    one record per input: ``{tensor, calibrated, set}``."""
+    lo, hi = input_range if input_range is not None else (float(np.min(x)), float(np.max(x)))
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)         # a quantized range holds 0
+    out, rows = dict(calibration), []
+    for name in input_tensors:
+        v = out.get(name)
+        if not (isinstance(v, dict) and "min" in v and "max" in v) or hi <= lo:
+            continue
+        calibrated = [round(float(np.min(v["min"])), 6), round(float(np.max(v["max"])), 6)]
+        origin = "input contract" if input_range is not None else "calibration samples"
+        rows.append({"tensor": name, "calibrated": calibrated, "set": [lo, hi], "from": origin})
+        out[name] = {**v, "min": np.full_like(np.asarray(v["min"]), lo), "max": np.full_like(np.asarray(v["max"]), hi)}
+    return out, rows
 
 
 #: a depthwise output channel this many times wider than its tensor's median channel (quantize.depthwise-spread)

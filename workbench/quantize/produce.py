@@ -67,6 +67,16 @@ def backend_source(source: Path, fmt: str, rec: QuantRecipe, calib: Calibration
     return source, fmt, None
 
 
+def _contract_input_range(contract: dict[str, Any] | None) -> tuple[float, float] | None:
+    """The model-input values pixels 0 and 1 map to, over channels, from the manifest's contract record."""
+    params = (contract or {}).get("params") or {}
+    if not params.get("scale") or not params.get("offset"):
+        return None
+    a = np.asarray(params["offset"], np.float64)
+    b = a + np.asarray(params["scale"], np.float64)
+    return float(np.minimum(a, b).min()), float(np.maximum(a, b).max())
+
+
 def quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: Calibration, toolchain: dict[str, str],
                    key: str, source_sha: str, ext: str, contract: dict[str, Any] | None = None
                    ) -> tuple[Path, Path, ModelInspection]:
@@ -96,7 +106,7 @@ def quantize_fresh(source: Path, fmt: str, rec: QuantRecipe, calib: Calibration,
         ranges = None
     elif work_fmt == "tflite":
         from .aeq_backend import quantize_float_tflite
-        data, conversion = quantize_float_tflite(work, rec, calib.x)
+        data, conversion = quantize_float_tflite(work, rec, calib.x, input_range=_contract_input_range(contract))
         ranges = conversion.pop("ranges", None)
     else:
         from .tflite_backend import quantize_tflite
