@@ -14,6 +14,7 @@ worker builds the fixture and runs its tests.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import shutil
@@ -47,21 +48,73 @@ EXPENSIVE: dict[str, str | None] = {
 }
 
 
+WIDE = ("session", "package", "module")
+
+
+def _wide(defs) -> bool:
+    """The fixture definitions ``defs`` (the last one wins) are shared beyond one test."""
+    return bool(defs) and defs[-1].scope in WIDE
+
+
 def expensive_fixtures(item: pytest.Item) -> list[str]:
-    """The expensive session/module fixtures ``item`` uses (its whole fixture closure), in EXPENSIVE's order."""
+    """The expensive session/module fixtures ``item`` uses, in EXPENSIVE's order: its whole fixture closure,
+    and a fixture it gets by name (``request.getfixturevalue(name)``) from a parameter's value."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return []
-    used = []
-    for name in EXPENSIVE:
-        defs = info.name2fixturedefs.get(name)
-        if name in item.fixturenames and defs and defs[-1].scope in ("session", "package", "module"):
-            used.append(name)
-    return used
+    by_name = set()
+    if "request" in info.argnames and hasattr(item, "callspec"):     # the test itself takes `request`
+        by_name = {v for v in item.callspec.params.values() if isinstance(v, str) and v in EXPENSIVE}
+    manager = item.session._fixturemanager
+    return [name for name in EXPENSIVE
+            if (name in item.fixturenames and _wide(info.name2fixturedefs.get(name)))
+            or (name in by_name and _wide(manager.getfixturedefs(name, item)))]
 
 
-@pytest.hookimpl(tryfirst=True)      # before pytest-xdist reads the xdist_group marks
+@pytest.hookimpl(trylast=True)      # after the fixtures are torn down (a failure before would skip that)
+def pytest_runtest_teardown(item):
+    """A test not marked ``slow`` that got an expensive fixture anyway (``request.getfixturevalue`` of a name
+    expensive_fixtures() did not see) errors: ``make test-fast`` would pay for that fixture unawares."""
+    request = getattr(item, "_request", None)
+    if request is None or item.get_closest_marker("slow") is not None:
+        return
+    manager = item.session._fixturemanager
+    missed = [name for name in request.fixturenames if name in EXPENSIVE and name not in item.fixturenames
+              and _wide(manager.getfixturedefs(name, item))]
+    if missed:
+        pytest.fail(f"{item.nodeid} got the expensive fixture(s) {', '.join(missed)} but is not marked slow: "
+                    "teach expensive_fixtures() in tests/conftest.py how it gets them, or mark the test "
+                    "@pytest.mark.slow.", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)       # around pytest-xdist's hook: mark before it, check its ids after
 def pytest_collection_modifyitems(config, items):
+    mark_expensive(items)
+    result = yield
+    if getattr(config.option, "loadgroup", False):      # a pytest-xdist worker under --dist loadgroup
+        group_ids(items)
+    return result
+
+
+def group_ids(items) -> None:
+    """Give each grouped test the ``<nodeid>@<group>`` id pytest-xdist's scheduler groups by, where its hook
+    could not: pytest 9.2 keeps a structured node id, and pytest-xdist 3.8 still writes the old
+    ``item._nodeid`` (pytest-xdist issue 1386), so every xdist_group was silently spread over both workers
+    and each expensive session fixture built twice."""
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        nodeid = item.nodeid
+        ident = getattr(item, "_id", None)
+        if not names or nodeid.rfind("@") > nodeid.rfind("]") or not dataclasses.is_dataclass(ident):
+            continue                                    # no group, already grouped, or an older pytest
+        # the parameters go into the last name, so the id's every string form ends with "@<group>"
+        last = ident.names[-1] + ("" if ident.params is None else f"[{ident.params}]")
+        item._id = dataclasses.replace(ident, names=(*ident.names[:-1], f"{last}@{'_'.join(names)}"), params=None)
+
+
+def mark_expensive(items) -> None:
+    """Mark ``slow`` every test that uses an expensive fixture, and put it in that fixture's xdist_group."""
     for item in items:
         used = expensive_fixtures(item)
         if not used:
