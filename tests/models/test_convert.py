@@ -91,6 +91,52 @@ def test_damaged_cache_entries_are_never_trusted(converted, tmp_path):
     assert _load_entry(entry) is None and not entry.exists()
 
 
+# onnx2tf's own run, with only from_keras_model answered by from_saved_model (the driver before it stopped at
+# the float16 file and ended without TensorFlow's teardown)
+_PLAIN_DRIVER = """\
+import sys
+
+import tensorflow as tf
+
+saved_model = sys.argv[sys.argv.index("-o") + 1]
+from_saved_model = tf.lite.TFLiteConverter.from_saved_model
+tf.lite.TFLiteConverter.from_keras_model = staticmethod(lambda model, *a, **k: from_saved_model(saved_model))
+from onnx2tf import main
+
+sys.argv[0] = "onnx2tf"
+sys.exit(main())
+"""
+
+
+@pytest.mark.slow
+def test_the_driver_stops_after_the_float32_file_with_the_same_bytes(tiny_onnx, tmp_path):
+    from workbench import toolenv
+    from workbench.models.convert.onnx2tf_run import DRIVER_SOURCE, FLOAT_TFLITE, TOOL, calibration_file
+    env = toolenv.ensure(TOOL)
+    out = {}
+    for name, source, model in (("plain", _PLAIN_DRIVER, tiny_onnx), ("ours", DRIVER_SOURCE, tiny_onnx)):
+        work = tmp_path / name
+        work.mkdir()
+        shutil.copyfile(model, work / "model.onnx")
+        calibration_file(None, work)
+        (work / "driver.py").write_text(source)
+        proc = env.run(["python", "driver.py", "-i", "model.onnx", "-o", "out", "-coion", "-osd", "-v", "error"],
+                       cwd=work, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[name] = work / "out"
+    assert (out["plain"] / "model_float16.tflite").is_file() and not (out["ours"] / "model_float16.tflite").exists()
+    for kept in (FLOAT_TFLITE, "saved_model.pb"):
+        assert (out["ours"] / kept).read_bytes() == (out["plain"] / kept).read_bytes(), kept
+    broken = tmp_path / "broken"                  # a failing onnx2tf still fails through the driver
+    broken.mkdir()
+    (broken / "model.onnx").write_bytes(tiny_onnx.read_bytes()[:200])
+    calibration_file(None, broken)
+    (broken / "driver.py").write_text(DRIVER_SOURCE)
+    proc = env.run(["python", "driver.py", "-i", "model.onnx", "-o", "out", "-coion", "-osd", "-v", "error"],
+                   cwd=broken, timeout=900)
+    assert proc.returncode != 0 and not (broken / "out" / FLOAT_TFLITE).exists()
+
+
 def test_bad_onnx_inputs_are_clear_errors(tmp_path):
     from workbench.models.convert import convert_onnx, read_onnx_io
     spatial = tiny_nchw_onnx(tmp_path / "spatial.onnx", dynamic="spatial")

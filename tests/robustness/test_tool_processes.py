@@ -130,3 +130,32 @@ def test_a_tool_environment_changed_after_install_is_refused_naming_the_file(tmp
     toolenv.content._checked.clear()
     with pytest.raises(ToolError, match="bin/extra.py was added to the tool environment"):
         toolenv.find("tiny")
+
+
+def test_the_content_listing_is_what_os_walk_lists(tmp_path):
+    """The per-use listing (scandir, strings) names the same files as the os.walk one that recorded every
+    installed environment's content.json: a link to a folder neither listed nor followed, a link to a file
+    and a dangling link listed, byte-code caches and the environment's own records left out."""
+    import os
+
+    from workbench.toolenv.content import _OWN_FILES, _files
+    root = tmp_path / "env"
+    (root / "lib" / "pkg" / "__pycache__").mkdir(parents=True)
+    (root / "lib" / "pkg" / "mod.py").write_text("x = 1\n")
+    (root / "lib" / "pkg" / "mod.cpython-311.pyc").write_bytes(b"\0")
+    (root / "lib" / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"\0\0")
+    (root / "lib64").symlink_to("lib")
+    (root / "bin").mkdir()
+    (root / "bin" / "python").symlink_to("/usr/bin/python3")
+    (root / "bin" / "gone").symlink_to(root / "nowhere")
+    (root / ".complete").write_text("")
+    (root / "content.json").write_text("{}")
+    walked = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in names:
+            rel = os.path.relpath(os.path.join(folder, name), root)
+            if rel not in _OWN_FILES and not name.endswith(".pyc"):
+                walked[rel] = os.lstat(os.path.join(folder, name)).st_size
+    assert _files(root) == walked
+    assert set(walked) == {"lib/pkg/mod.py", "bin/python", "bin/gone"}

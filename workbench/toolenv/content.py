@@ -15,17 +15,24 @@ _checked: dict[str, float] = {}
 
 
 def _files(root: Path) -> dict[str, int]:
-    """Relative path -> size of every file of the environment (not Python's byte-code caches)."""
+    """Relative path -> size of every file of the environment (not Python's byte-code caches).
+
+    Strings and ``os.scandir``, no ``Path`` per file: the onnx2tf environment has 33k files, and this runs once
+    per process that uses it (0.65 -> 0.19 CPU seconds, 2.4 -> 0.7 s at load ~9).  As ``os.walk`` lists them:
+    a link to a folder is neither followed nor listed (``lib64 -> lib``); a link to a file is listed."""
     out: dict[str, int] = {}
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in names:
-            path = Path(folder, name)
-            rel = path.relative_to(root).as_posix()
-            if rel in _OWN_FILES or name.endswith(".pyc"):
-                continue
-            out[rel] = path.lstat().st_size
-    return out
+
+    def walk(folder: str, prefix: str) -> None:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                if entry.is_dir():
+                    if entry.name != "__pycache__" and not entry.is_symlink():
+                        walk(entry.path, rel + "/")
+                elif not entry.name.endswith(".pyc") and rel not in _OWN_FILES:
+                    out[rel] = entry.stat(follow_symlinks=False).st_size
+    walk(str(root), "")
+    return dict(sorted(out.items()))
 
 
 def content_record(root: Path) -> dict[str, object]:
