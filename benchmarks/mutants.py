@@ -104,6 +104,10 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     ("workbench/calibration/findings.py", "shares.get(c, 0.0) < UNDER_REPRESENTED * t]", "t > 0", "Gt -> GtE"):
         "under-representation also needs share < UNDER_REPRESENTED * t: with t == 0 no share (>= 0) is below 0, "
         "so `t >= 0` flags nothing `t > 0` does not",
+    ("workbench/placement/findings.py", '"int8_ops": {k: structure.get("int8_ops", {}).get(k, 0)', "0", "0 -> 1"):
+        "the op types listed are converter-added (op_origin != 'model' needs structure['added'][k] > 0, and "
+        "structural_diff adds k only when int8_ops[k] exceeds the source's count), so int8_ops always holds k and "
+        "the default of .get is never read",
 }
 
 _SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
