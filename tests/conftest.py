@@ -190,7 +190,7 @@ def digits():
 
 @pytest.fixture(scope="session")
 def reference(workbench_cache, digits, tmp_path_factory):
-    """The reference model, built once per run: `.keras`, `.saved_model`, `.tflite`, `.onnx`.
+    """The reference model, built once per run: `.keras`, `.saved_model`, `.tflite` (the `.onnx` when asked for).
 
     The first worker builds it in the run's folder (the others wait for the lock), then each worker
     copies the exports into its own session cache, where ``reference_model()`` (and a batch or a

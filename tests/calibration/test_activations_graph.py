@@ -15,6 +15,7 @@ from workbench.calibration.activations import (
     quantized_layers,
 )
 from workbench.errors import ModelError
+from workbench.models.builtin import builtin_path
 
 
 def test_onnx_taps_follow_folding_and_fusion(tmp_path):
@@ -42,7 +43,7 @@ def test_tflite_and_saved_model_taps_match_keras(reference, digits):
     model = keras.models.load_model(reference.keras, compile=False)
     logits = np.concatenate([np.asarray(model(x[i:i + 1])) for i in range(len(x))])
     features = embeddings(reference, x)          # the Keras head's input, flattened
-    for source in (reference.tflite, reference.saved_model, reference.onnx):
+    for source in (reference.tflite, reference.saved_model, builtin_path("reference", export="onnx")):
         taps = load_activation_model(source)
         assert isinstance(taps, GraphTaps) and taps.tapped
         layers = quantized_layers(taps)
@@ -57,7 +58,7 @@ def test_audit_of_an_onnx_model(reference, digits):
     from workbench.calibration.audit import audit_coverage
     from workbench.calibration.curate import curate_calibration_set
     cal = curate_calibration_set(digits, 60, strategy="stratified", seed=0)
-    audit = audit_coverage(reference.onnx, cal, dataset=digits, cache=False)
+    audit = audit_coverage(builtin_path("reference", export="onnx"), cal, dataset=digits, cache=False)
     assert audit.layers[0] == "input" and len(audit.layers) >= 6
     assert {r.condition for r in audit.rows} == set(digits.select(split="test").conditions)
 

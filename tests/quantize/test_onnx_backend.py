@@ -63,13 +63,15 @@ def test_qdq_models_are_measured_as_their_integer_arithmetic(reference, digits):
     the reference network agree on daylight (measured with the fused kernels here: 64.8%)."""
     import onnxruntime as ort
 
+    from workbench.models.builtin import builtin_path
     from workbench.models.predict import is_qdq, load_predictor, ort_session_options
     from workbench.quantize.engine import quantize
 
-    q_onnx = quantize(reference.onnx, "a8w8_pc", dataset=digits, backend="onnx")
+    fp32_onnx = builtin_path("reference", export="onnx")
+    q_onnx = quantize(fp32_onnx, "a8w8_pc", dataset=digits, backend="onnx")
     q_tflite = quantize(reference.keras, "a8w8_pc", dataset=digits, backend="tflite")
     content = open(q_onnx.path, "rb").read()
-    assert is_qdq(content) and not is_qdq(open(reference.onnx, "rb").read())
+    assert is_qdq(content) and not is_qdq(open(fp32_onnx, "rb").read())
     assert ort_session_options(content).graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
 
     m = (digits.split == "test") & (digits.condition == "daylight")

@@ -5,8 +5,9 @@ the dataset its weights are shipped for, its task (which decides the labels it t
 family and the metric it is scored with: top-1 or PCK), its recipe, its exports and its model card.
 :func:`builtin_model` is the one path that builds any of them: plan the weights (the shipped ones, or
 training), look the exports up in the cache under a content key, else load or train, export, write the
-card, score per condition and seal the folder.  Every place that takes ``"reference"`` instead of a path
-(the CLI's commands, run folders, :class:`~workbench.pipeline.RunSpec`, the batch, the sweep, the
+card, score per condition and seal the folder; the ``.onnx`` only when first asked for (:data:`LAZY_EXPORTS`:
+tf2onnx took ~10 s of a cold batch that never reads it).  Every place that takes ``"reference"`` instead of a
+path (the CLI's commands, run folders, :class:`~workbench.pipeline.RunSpec`, the batch, the sweep, the
 explorer) asks :func:`is_builtin` / :func:`builtin_model`, and ``workbench model NAME`` has one
 sub-command per entry, so a fourth built-in model is one :func:`register_builtin` call.
 """
@@ -33,7 +34,7 @@ from .._io import (
 )
 from .._results import Result
 from ..errors import ModelError
-from .export import EXPORTS, export_model, export_paths
+from .export import EXPORTS, add_sealed_exports, export_model, export_paths
 
 __all__ = ["BUILTIN_MODELS", "BuiltinModel", "ClassifierModel", "KeypointModel", "ReferenceModel",
            "TradeoffModel", "builtin_model", "builtin_names", "builtin_path", "is_builtin", "register_builtin"]
@@ -43,6 +44,9 @@ SHIPPED_DIR = Path(__file__).resolve().parent / "weights"
 #: the loss each ``loss`` name trains with
 LOSSES = ("logits", "probabilities", "mse")
 TASKS = {"classification": "accuracy", "keypoints": "pck"}     # task -> the metric it is scored with
+#: exports made only when asked for (``builtin_model(..., exports=...)``, ``builtin_path(..., export=...)``),
+#: then added to the sealed cache folder: the batch, the notebooks and the TFLite recipes never read them
+LAZY_EXPORTS = ("onnx",)
 
 
 # -- what building one gives -------------------------------------------------------------------
@@ -91,8 +95,8 @@ class _BuiltinResult(Result):
 
 @dataclass(frozen=True)
 class ClassifierModel(_BuiltinResult):
-    """Paths of the exports (four: ``.keras``, SavedModel, ``.tflite``, ``.onnx``) and the FP32 top-1 accuracy
-    per condition on ``test``."""
+    """Paths of the exports (``.keras``, SavedModel, ``.tflite``, and ``.onnx`` once asked for) and the FP32
+    top-1 accuracy per condition on ``test``."""
 
     TITLE: ClassVar[str] = "built-in classifier"
 
@@ -111,7 +115,7 @@ class ClassifierModel(_BuiltinResult):
     weights_sha256: str | None = None
     shipped_accuracy: dict[str, float] | None = None
     name: str = ""                          # the registry's name of the model
-    onnx: str | None = None                 # None: not one of the model's exports
+    onnx: str | None = None                 # None: not made yet (ask with exports=("onnx",)), or not an export
 
 
 @dataclass(frozen=True)
@@ -238,11 +242,7 @@ def builtin_path(model: Any, *, dataset: Any = None, export: str = "keras") -> A
     """``model`` itself, or for a built-in model's name the file of its ``export`` (built or from the cache)."""
     if not is_builtin(model):
         return model
-    entry = builtin_entry(model)
-    if export not in entry.exports:
-        raise ModelError(f"the built-in model {model!r} has no {export} export (it has {', '.join(entry.exports)}). "
-                         "Next: give the model as a file of that format.")
-    return getattr(builtin_model(model, dataset), export)
+    return getattr(builtin_model(model, dataset, exports=(export,)), export)
 
 
 def builtin_entry(name: str) -> BuiltinModel:
@@ -327,15 +327,22 @@ def write_card(entry: BuiltinModel, folder: Path) -> None:
 
 
 def builtin_model(name: str, dataset: Any = None, *, seed: int = 0, epochs: int | None = None, cache: bool = True,
-                  cache_root: Any = None, retrain: bool = False) -> _BuiltinResult:
+                  cache_root: Any = None, retrain: bool = False, exports: Any = ()) -> _BuiltinResult:
     """The built-in model ``name`` exported, from its shipped weights or trained, cached under a content key.
 
     On its own dataset with the shipped recipe (seed 0, the entry's epochs) the weights shipped with the
     package are used, so every machine gets the same model and numbers; ``retrain=True``, another dataset,
     seed or epoch count trains from scratch, and a retrain compares its metric with the shipped one.
+    The entry's exports are made but :data:`LAZY_EXPORTS` (the ``.onnx``): those in ``exports`` are
+    added to the cached folder when missing, and a lazy export made earlier is returned too.
     """
     from .training import plan_weights, weights_sha256
     entry = builtin_entry(name)
+    missing = [kind for kind in exports if kind not in entry.exports]
+    if missing:
+        raise ModelError(f"the built-in model {name!r} has no {', '.join(missing)} export (it has "
+                         f"{', '.join(entry.exports)}). Next: give the model as a file of that format.")
+    eager = tuple(kind for kind in entry.exports if kind not in LAZY_EXPORTS or kind in exports)
     epochs = entry.epochs if epochs is None else epochs
     data = load_data(entry, dataset, seed=seed)
     plan = plan_weights(entry.name, directory=entry.weights, dataset_name=data.name, shipped_dataset=entry.dataset,
@@ -344,19 +351,22 @@ def builtin_model(name: str, dataset: Any = None, *, seed: int = 0, epochs: int 
     key = stable_hash({"dataset": data.hash, "code": code, **plan.source,
                        **({"card": entry.card} if entry.card else {})})[:16]
     folder = (Path(cache_root) if cache_root else cache_dir(entry.name)) / key
-    extra = {"origin": plan.origin, f"shipped_{entry.metric}": plan.shipped_metric, "name": entry.name,
-             **export_paths(folder, entry.exports)}
+    extra = {"origin": plan.origin, f"shipped_{entry.metric}": plan.shipped_metric, "name": entry.name}
     record = folder / f"{entry.name}.json"
     if cache and record.is_file():
         damage = check_folder_seal(folder)      # every export as written, or the entry is redone
         if damage is None:
-            return entry.result.from_dict({**read_json(record), **extra, "cache_hit": True})
+            made = add_sealed_exports(folder, [kind for kind in eager if kind in LAZY_EXPORTS])
+            return entry.result.from_dict({**read_json(record), **extra,
+                                           **export_paths(folder, [k for k in entry.exports if k in made]),
+                                           "cache_hit": True})
         damaged_cache_entry(folder, damage)
     start = time.perf_counter()
     model = load_shipped(entry, data) if plan.use_shipped else train(entry, data, seed=seed, epochs=epochs)
     seconds = time.perf_counter() - start
+    extra.update(export_paths(folder, eager))
     with atomic_path(folder, replace_folder=True) as tmp:
-        export_model(model, tmp, entry.exports)
+        export_model(model, tmp, eager)
         if entry.card:
             write_card(entry, tmp)
         info = {entry.metric: score(entry, model, data), "key": key, "dataset": data.name, "dataset_hash": data.hash,

@@ -74,7 +74,7 @@ def _builtin(args) -> int:
     from .builtin import builtin_entry, builtin_model
     entry = builtin_entry(args.builtin)
     model = builtin_model(entry.name, getattr(args, "data", None), seed=args.seed, cache=not args.no_cache,
-                          retrain=args.retrain)
+                          retrain=args.retrain, exports=entry.exports)       # the lazy .onnx too: it is printed
     values, label = model.values, model.LABEL
     shipped = model.shipped_values if model.origin == ModelOrigin.RETRAINED else None
     lines = [model.summary(), ""]

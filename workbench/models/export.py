@@ -45,6 +45,34 @@ def export_model(model, folder: Path, kinds: Iterable[str] = EXPORTS) -> dict[st
     return paths
 
 
+def add_sealed_exports(folder: Path, kinds: Iterable[str]) -> set[str]:
+    """The exports in the sealed cache ``folder`` (see :func:`~workbench._io.seal_folder`) after adding those
+    of ``kinds`` it lacks: converted from its SavedModel to a temporary name and renamed in, then added to
+    the seal, under a lock (two processes asking at once convert once).  Only ``onnx`` is made this way."""
+    from .._io import SEAL_FILE, atomic_path, atomic_write_json, entry_lock, read_json, sha256_file
+
+    def sealed() -> dict[str, str]:
+        return read_json(folder / SEAL_FILE)["files"]
+
+    def present(files: dict[str, str]) -> set[str]:
+        names = {name.split("/")[0] for name in files}
+        return {kind for kind, name in FILES.items() if name in names}
+
+    if not set(kinds) <= present(sealed()):
+        with entry_lock(folder):
+            files = sealed()                # another process may have added them meanwhile
+            for kind in kinds:
+                if kind in present(files):
+                    continue
+                if kind != "onnx":
+                    raise ValueError(f"only the onnx export is added to a sealed folder, not {kind!r}")
+                with atomic_path(folder / FILES[kind]) as tmp:
+                    export_onnx(folder / FILES["saved_model"], tmp)
+                files = {**files, FILES[kind]: sha256_file(folder / FILES[kind])}
+                atomic_write_json(folder / SEAL_FILE, {"files": files})
+    return present(sealed())
+
+
 def export_saved_model(model, folder: Path) -> Path:
     """``model(image, training=False)`` with a static batch-1 input ``image`` as a SavedModel.
 
