@@ -139,6 +139,14 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "matter get a handful of codes.",
      "Quantize with --calibrator percentile (TFLite and ONNX recipes; --percentile 99.9 to 99.999), or find "
      "why the outliers occur (a padding value, a saturated layer) and fix the model."),
+    CatalogueEntry("quantize.range-clipped", "info", "quantize", "Calibrated ranges clip what the data reaches",
+     "A float .tflite quantized with AI Edge Quantizer's min/max (a moving average of each sample's min/max): a "
+     "tensor's calibrated range holds less than 75% of the range its values span on the calibration data "
+     "(0.1th..99.9th percentile), so more than 0.1% of them are clipped. Tensors whose per-sample extremes vary "
+     "most are hit hardest: the 1x1 squeeze vectors of squeeze-and-excitation blocks (MediaPipe selfie "
+     "segmentation's re_lu_2: [0, 1.35] against a 99.9th percentile of 2.13).",
+     "Quantize with --calibrator percentile (99.999 by default; it sets each range to the data's percentiles) "
+     "or minmax-global; measure both (docs/byom.md, \"Models outside the zoo\")."),
     CatalogueEntry("quantize.depthwise-spread", "info", "quantize", "One depthwise channel far wider than the rest",
      "A float .tflite's depthwise output (it feeds a convolution, nothing non-linear between) has a channel whose "
      "range on the calibration data is at least 10x its tensor's median channel range (BlazeFace: 70x). One INT8 "
@@ -159,13 +167,16 @@ CATALOGUE: dict[str, CatalogueEntry] = _entries(
      "An output of the INT8 model barely resembles the FP32 model's on a condition: SQNR under 10 dB or "
      "cosine similarity under 0.9. Whatever the task metric says, what the model outputs there is mostly "
      "quantization error.",
-     "Look at the calibrated ranges (quantize.range-outliers, quantize.absurd-scale); quantize with "
-     "--calibrator percentile, a16w8_pc, or keep the output's last ops in float (--exclude). A float .tflite "
-     "source whose calibration data reaches a value in few samples (the faces among a face detector's crops): "
-     "calibrate with more of them, under each condition, and quantize with --recipe a8w8_pc+cle --calibrator "
-     "minmax-global (depthwise channels equalised on the data; AI Edge Quantizer's minmax is a moving average "
-     "that clips the rare values): INT8, on the NPU (BlazeFace, docs/byom.md); a16w8_pc with minmax-global if 8 "
-     "bits stay short (it leaves the NPU)."),
+     "Look at the calibrated ranges the finding names (quantize.range-clipped, quantize.range-outliers, "
+     "quantize.absurd-scale); quantize with --calibrator percentile, a16w8_pc, or keep the output's last ops in "
+     "float (--exclude). A float .tflite source whose calibration data reaches a value in few samples (the faces "
+     "among a face detector's crops): calibrate with more of them, under each condition, and quantize with "
+     "--recipe a8w8_pc+cle --calibrator percentile (depthwise channels equalised on the data, each range the "
+     "data's 0.001..99.999th percentiles): INT8, on the NPU; BlazeFace's scores then reach 10.0-15.6 dB on every "
+     "condition, low-light 8.8 -> 12.0 dB against minmax-global, whose extremes of a few bright crops set every "
+     "range (docs/byom.md). A condition whose frames hold nothing the model looks for (dark crops with no face) "
+     "has less signal in its logits, so the same error reads lower there. a16w8_pc with minmax-global if 8 bits "
+     "stay short (it leaves the NPU)."),
     # -- placement -------------------------------------------------------------------------------
     CatalogueEntry("placement.cpu-island", "warning", "placement", "CPU island between NPU segments",
      "Ops run on the CPU between two NPU segments: every inference crosses NPU -> CPU -> NPU "

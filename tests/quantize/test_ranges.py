@@ -159,3 +159,49 @@ def test_tflite_source_input_range_is_the_contracts(tmp_path):
     row = bare.manifest()["ranges"]["inputs"][0]                   # no contract: the samples' min/max (0.5)
     assert row["from"] == "calibration samples" and row["set"][1] == pytest.approx(0.5)
     assert row["calibrated"][1] < 0.4
+
+
+@pytest.mark.slow
+def test_tflite_source_ranges_that_clip_the_data_are_named(tmp_path):
+    """AI Edge Quantizer's moving average clips a tensor whose per-sample extremes vary: 1% of the samples reach
+    40 on a quarter of their pixels (0.25% of the values, past the 99.9th percentile) while the rest stay in
+    [0, 1). ``quantize.range-clipped`` names the tensor with both ranges; with ``--calibrator percentile`` the
+    range is the data's and the finding is gone. ``accuracy.output-collapsed`` repeats it for the quantized file."""
+    import contextlib
+    import io
+
+    import keras
+    import tensorflow as tf
+
+    from workbench.evaluate.findings import collapsed_outputs
+    from workbench.quantize.engine import quantize
+    from workbench.quantize.findings import quantized_findings
+    from workbench.quantize.recipe import get_recipe
+    inp = keras.Input((8, 8, 1), batch_size=1, name="image")
+    model = keras.Model(inp, keras.layers.Conv2D(2, 1, name="conv")(inp))
+    model.get_layer("conv").set_weights([np.array([[[[1.0, -0.5]]]], np.float32), np.zeros(2, np.float32)])
+    with contextlib.redirect_stdout(io.StringIO()):
+        data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    path = tmp_path / "float.tflite"
+    path.write_bytes(data)
+    x = np.random.default_rng(0).random((100, 8, 8, 1), dtype=np.float32)
+    x[37, 2:6, 2:6, 0] = 40.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        moving = quantize(path, "a8w8_pc", x, cache=False)
+        pct = quantize(path, get_recipe("a8w8_pc", calibrator="percentile"), x, cache=False)
+    found = [f for f in quantized_findings(moving) if f.code == "quantize.range-clipped"]
+    assert len(found) == 1, [f.code for f in quantized_findings(moving)]
+    row = found[0].evidence["tensors"][0]
+    assert row["calibrated"][1] < 20.0 <= row["p99.9"] and row["held"] < 0.75
+    assert row["tensor"] in found[0].message and "--calibrator percentile" in found[0].message
+    assert not [f for f in quantized_findings(pct) if f.code == "quantize.range-clipped"]
+
+    class Row:                       # one fidelity row of an accuracy report, as compare_accuracy writes them
+        model, output, condition, sqnr_db, cosine, n = "int8", "out", "daylight", 3.0, 0.5, 8
+
+    class Report:
+        fidelity = (Row(),)
+    message = collapsed_outputs(Report(), quantized=moving)[0].message
+    assert row["tensor"] in message and "try --calibrator percentile" in message
+    assert "try --calibrator" not in collapsed_outputs(Report(), quantized=pct)[0].message

@@ -29,9 +29,31 @@ COLLAPSED_SQNR_DB = 10.0
 COLLAPSED_COSINE = 0.9
 
 
-def collapsed_outputs(report: Any, *, target: str = "") -> list[Finding]:
+def _range_hint(quantized: Any) -> str:
+    """What the quantized file's manifest says of its calibrated ranges (ranges.py), as a sentence to append:
+    the tensors whose range clips the data or is far wider than it, and the calibrator that sets them."""
+    from .._io import read_json
+    try:
+        ranges = read_json(quantized.manifest_path).get("ranges") or {}
+    except (AttributeError, OSError, TypeError, ValueError):
+        return ""
+    if ranges.get("calibrator") != "minmax":
+        return ""
+    parts = []
+    for key, what in (("clipped", "narrower than"), ("outliers", "far wider than")):
+        rows = ranges.get(key) or []
+        if rows:
+            r = rows[0]
+            parts.append(f"{ranges.get('n_' + key, len(rows))} tensor(s) calibrated {what} the data's 0.1..99.9th "
+                         f"percentiles (e.g. {r['tensor']!r} [{r['calibrated'][0]:.4g}, {r['calibrated'][1]:.4g}] "
+                         f"vs [{r['p0.1']:.4g}, {r['p99.9']:.4g}])")
+    return f"; {' and '.join(parts)}: try --calibrator percentile" if parts else ""
+
+
+def collapsed_outputs(report: Any, *, target: str = "", quantized: Any = None) -> list[Finding]:
     """One ``accuracy.output-collapsed`` per candidate and output whose SQNR is under
-    :data:`COLLAPSED_SQNR_DB` or cosine under :data:`COLLAPSED_COSINE` on some condition, naming them."""
+    :data:`COLLAPSED_SQNR_DB` or cosine under :data:`COLLAPSED_COSINE` on some condition, naming them, and the
+    calibrated ranges of ``quantized`` (its manifest) that clip the data or are far wider than it."""
     bad: dict[tuple[str, str], list[Any]] = {}
     for r in getattr(report, "fidelity", ()) or ():
         low_sqnr = r.sqnr_db is not None and r.sqnr_db < COLLAPSED_SQNR_DB
@@ -39,12 +61,13 @@ def collapsed_outputs(report: Any, *, target: str = "") -> list[Finding]:
         if low_sqnr or low_cos:
             bad.setdefault((r.model, r.output), []).append(r)
     out = []
+    hint = _range_hint(quantized) if bad and quantized is not None else ""
     for (model, output), rows in bad.items():
         listed = ", ".join(f"{r.condition} SQNR " + ("n/a" if r.sqnr_db is None else f"{r.sqnr_db:.1f} dB")
                            + ("" if r.cosine is None else f" cosine {r.cosine:.3f}") for r in rows)
         out.append(make("accuracy.output-collapsed",
                         f"{model}: output {output!r} is mostly quantization error on {len(rows)} condition(s) "
-                        f"(SQNR < {COLLAPSED_SQNR_DB:g} dB or cosine < {COLLAPSED_COSINE:g}): {listed}",
+                        f"(SQNR < {COLLAPSED_SQNR_DB:g} dB or cosine < {COLLAPSED_COSINE:g}): {listed}{hint}",
                         target=target,
                         evidence={"model": model, "output": output, "sqnr_threshold_db": COLLAPSED_SQNR_DB,
                                   "cosine_threshold": COLLAPSED_COSINE,
@@ -60,7 +83,7 @@ def findings(report: Any, *, target: str = "", **context: Any) -> list[Finding]:
         out += drop_findings(report, target=target, quantized=context.get("quantized"),
                              max_drop_pp=(context["gate"] if context.get("gate") is not None
                                           else context.get("max_drop_pp")))
-    return collapsed_outputs(report, target=target) + out
+    return collapsed_outputs(report, target=target, quantized=context.get("quantized")) + out
 
 
 def suspected_cause(quantized: Any, *, target: str = "") -> dict[str, Any] | None:

@@ -143,7 +143,7 @@ def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray,
     itself (MediaPipe selfie segmentation, range [0, 1]: [0, 0.914] on the zoo's crops, every pixel above
     233/255 one code, an overexposed frame's highlights gone), and a [0, 1] input calibrated to exactly
     [0, 1] gives 8-bit pixels one INT8 code each (scale 1/255)."""
-    from .ranges import percentile_edit
+    from .ranges import range_edit
     ranges = {n: (float(np.min(v["min"])), float(np.max(v["max"]))) for n, v in calibration.items()
               if isinstance(v, dict) and "min" in v and "max" in v and np.size(v["min"]) == 1}
     input_tensors = _graph_inputs(prepared.data)
@@ -152,8 +152,8 @@ def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray,
     # AI Edge Quantizer's moving average of each sample's min/max
     percentile = {"percentile": recipe.percentile, "minmax-global": 100.0}.get(recipe.calibrator)
     channels = _depthwise_outputs(prepared.data)      # their range per channel, measured in the same pass
-    edited, outliers = percentile_edit(prepared.data, x, ranges, set(input_tensors), percentile,
-                                       channels=channels)
+    edited, outliers, clipped = range_edit(prepared.data, x, ranges, set(input_tensors), percentile,
+                                           channels=channels)
     changed = 0
     if percentile is not None:
         calibration = dict(calibration)
@@ -166,7 +166,8 @@ def _edit_ranges(prepared: Prepared, calibration: dict[str, Any], x: np.ndarray,
     percentile = percentile if recipe.calibrator == "percentile" else None
     return calibration, {"calibrator": recipe.calibrator, "percentile": percentile, "tensors": len(ranges),
                          "changed": changed, "outliers": outliers[:12], "n_outliers": len(outliers),
-                         "depthwise_spread": depthwise_spread(channels), "inputs": inputs}
+                         "depthwise_spread": depthwise_spread(channels), "inputs": inputs,
+                         "clipped": clipped[:12], "n_clipped": len(clipped)}
 
 
 def _graph_inputs(data: bytes) -> list[str]:

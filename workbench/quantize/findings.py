@@ -136,6 +136,27 @@ def range_findings(manifest_path: str | os.PathLike, name: str, *, target: str =
                  evidence={"tensors": rows, "n_outliers": ranges.get("n_outliers", len(rows))})]
 
 
+def clipped_range_findings(manifest_path: str | os.PathLike, name: str, *, target: str = "") -> list[Finding]:
+    """``quantize.range-clipped`` from the manifest's ``ranges.clipped`` (ranges.py): AI Edge Quantizer's moving
+    average left calibrated ranges holding less than 75% of the data's 0.1..99.9 percentile range."""
+    from .._io import read_json
+    try:
+        ranges = read_json(manifest_path).get("ranges") or {}
+    except (OSError, ValueError):
+        return []
+    rows = ranges.get("clipped") or []
+    if not rows or ranges.get("calibrator") != "minmax":
+        return []
+    n = ranges.get("n_clipped", len(rows))
+    listed = ", ".join(f"{r['tensor']!r} [{r['calibrated'][0]:.4g}, {r['calibrated'][1]:.4g}] vs "
+                       f"[{r['p0.1']:.4g}, {r['p99.9']:.4g}] ({r['held']:.0%})" for r in rows[:4])
+    more = f" and {n - 4} more" if n > 4 else ""
+    return [make("quantize.range-clipped",
+                 f"{name}: {n} tensor(s) calibrated narrower than the data's 0.1..99.9th percentiles (the moving "
+                 f"average of each sample's min/max): {listed}{more}; --calibrator percentile sets them to the data's",
+                 target=target, evidence={"tensors": rows, "n_clipped": n})]
+
+
 def depthwise_spread_findings(manifest_path: str | os.PathLike, name: str, *, target: str = "") -> list[Finding]:
     """``quantize.depthwise-spread`` from the manifest's ``ranges.depthwise_spread`` (aeq_backend.py): a float
     .tflite's depthwise output with one channel far wider than the median one, which ``+cle`` equalises."""
@@ -324,6 +345,7 @@ def quantized_findings(q: Any, *, target: str = "") -> list[Finding]:
                         target=target, evidence={"format": q.format, "ops": ops}))
     out += runtime_findings(getattr(q, "runtime", None), Path(q.path).name, target=target)
     out += range_findings(q.manifest_path, Path(q.path).name, target=target)
+    out += clipped_range_findings(q.manifest_path, Path(q.path).name, target=target)
     out += depthwise_spread_findings(q.manifest_path, Path(q.path).name, target=target)
     out += deployed_findings(q.path, q.manifest_path, target=target, backend=q.backend)
     out += structure_findings(getattr(q, "structure", None), Path(q.path).name, target=target)

@@ -24,6 +24,9 @@ SAMPLE_LIMIT = 200_000
 OUTLIER_PERCENTILE = 99.9
 #: a calibrated range this many times wider than the 0.1..99.9 percentile range is "far outside"
 OUTLIER_RATIO = 10.0
+#: a calibrated range holding less than this fraction of the 0.1..99.9 percentile range clips what the data
+#: reaches (``quantize.range-clipped``: AI Edge Quantizer's moving average of each sample's min/max)
+CLIPPED_FRACTION = 0.75
 
 
 def activation_percentiles(model: bytes, x: np.ndarray, names: Iterable[str], percentiles: Iterable[float],
@@ -117,6 +120,25 @@ def range_outliers(ranges: dict[str, tuple[float, float]], pct: dict[str, dict[f
     return sorted(rows, key=lambda r: -r["ratio"])
 
 
+def range_clipped(ranges: dict[str, tuple[float, float]], pct: dict[str, dict[float, float]],
+                  *, fraction: float = CLIPPED_FRACTION) -> list[dict[str, Any]]:
+    """Tensors whose calibrated range holds less than ``fraction`` of the 0.1..99.9 percentile range (more than
+    0.1% of their values clipped, by a quarter of the span or more), the most clipped first."""
+    lo_p, hi_p = 100.0 - OUTLIER_PERCENTILE, OUTLIER_PERCENTILE
+    rows = []
+    for name, (lo, hi) in ranges.items():
+        p = pct.get(name)
+        if not p or lo_p not in p or hi_p not in p:
+            continue
+        inner = max(p[hi_p], 0.0) - min(p[lo_p], 0.0)
+        width = hi - lo
+        if inner <= 0 or width <= 0 or width >= fraction * inner:
+            continue
+        rows.append({"tensor": name, "calibrated": [float(lo), float(hi)],
+                     "p0.1": float(p[lo_p]), "p99.9": float(p[hi_p]), "held": round(float(width / inner), 2)})
+    return sorted(rows, key=lambda r: r["held"])
+
+
 # -- TFLite converter: the calibrated flatbuffer ------------------------------------------------------
 def calibrated_ranges(calibrated: bytes) -> tuple[dict[str, tuple[float, float]], set[str]]:
     """``{tensor name: (min, max)}`` of the activation tensors a calibrated flatbuffer holds, and the
@@ -158,16 +180,26 @@ def percentile_edit(float_model: bytes, x: np.ndarray, ranges: dict[str, tuple[f
     """Percentiles of each calibrated tensor on ``x``: the ranges set to the data's ``100 - percentile`` ..
     ``percentile`` (100: the global min/max; None: unchanged), and the outlier rows
     (``quantize.range-outliers``) of the calibrated ranges as they were."""
+    edited, outliers, _ = range_edit(float_model, x, ranges, skip, percentile, channels=channels)
+    return edited, outliers
+
+
+def range_edit(float_model: bytes, x: np.ndarray, ranges: dict[str, tuple[float, float]], skip: set[str],
+               percentile: float | None, *, channels: dict[str, np.ndarray] | None = None
+               ) -> tuple[dict[str, tuple[float, float]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """:func:`percentile_edit`, and the rows of the calibrated ranges that clip the data
+    (``quantize.range-clipped``, :func:`range_clipped`)."""
     ps = {100.0 - OUTLIER_PERCENTILE, OUTLIER_PERCENTILE}
     if percentile is not None:
         ps |= {100.0 - percentile, percentile}
     names = [n for n in ranges if n not in skip]
     pct = activation_percentiles(float_model, x, names, sorted(ps), channels=channels)
     outliers = range_outliers({n: ranges[n] for n in names}, pct)
+    clipped = range_clipped({n: ranges[n] for n in names}, pct)
     if percentile is None:
-        return ranges, outliers
+        return ranges, outliers, clipped
     edited = dict(ranges)
     for n in names:
         if n in pct:
             edited[n] = percentile_range(*ranges[n], pct[n][100.0 - percentile], pct[n][percentile])
-    return edited, outliers
+    return edited, outliers, clipped
