@@ -44,7 +44,9 @@ EXPENSIVE: dict[str, str | None] = {
     "pm1_keras": MODULE, "pm1_model": MODULE, "arch_models": MODULE, "recorded": MODULE,
     "ssh_result": MODULE, "experiment": MODULE, "chain": MODULE, "result": MODULE, "bright_case": MODULE,
     "docs_session": MODULE, "tiny": MODULE, "digits_int8": MODULE, "fp16_model": MODULE,
-    "grouped_models": MODULE, "spec": MODULE, "tiny_keras": MODULE,
+    "grouped_models": MODULE, "spec": MODULE, "tiny_keras": MODULE, "three_runs": MODULE, "run_folder": MODULE,
+    "reference_tflite": MODULE, "pair": MODULE, "prelu_model": MODULE, "wide_channel_model": MODULE,
+    "padded_model": MODULE,
 }
 
 

@@ -49,7 +49,7 @@ def _write_run(root, model, digits, recipe, exclude=()):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, digits):
+def three_runs(tmp_path_factory, digits):
     model = _tiny(tmp_path_factory, digits)
     base = tmp_path_factory.mktemp("runs")
     a = _write_run(base / "run-a", model, digits, "a8w8_pc")
@@ -58,8 +58,8 @@ def runs(tmp_path_factory, digits):
     return a, b, c
 
 
-def test_diff_of_different_recipes_shows_inputs_and_accuracy(runs):
-    a, _, c = runs
+def test_diff_of_different_recipes_shows_inputs_and_accuracy(three_runs):
+    a, _, c = three_runs
     d = diff_runs(a, c, max_drop_pp=100.0)
     assert [t.target for t in d.targets] == ["imx8mp", "imx95"]
     t = d.targets[0]
@@ -78,9 +78,9 @@ def test_diff_of_different_recipes_shows_inputs_and_accuracy(runs):
     assert "<table" in d._repr_html_()
 
 
-def test_op_moved_to_cpu_is_a_regression_and_exit_1(runs, capsys):
+def test_op_moved_to_cpu_is_a_regression_and_exit_1(three_runs, capsys):
     from workbench.cli import main
-    a, b, _ = runs
+    a, b, _ = three_runs
     d = diff_runs(a, b, targets="imx95", max_drop_pp=100.0)
     t = d.targets[0]
     assert any(o.op.startswith("MEAN") and o.a == "NPU" and o.b == "CPU" for o in t.placement)
@@ -92,15 +92,15 @@ def test_op_moved_to_cpu_is_a_regression_and_exit_1(runs, capsys):
     assert json.loads(capsys.readouterr().out)["targets"][0]["regressions"] == []
 
 
-def test_accuracy_threshold_decides_regression(runs):
-    a, _, c = runs
+def test_accuracy_threshold_decides_regression(three_runs):
+    a, _, c = three_runs
     d = diff_runs(a, c, max_drop_pp=0.0, max_npu_share_drop=None)
     assert d.regressed == any(r.diff_pp < 0 and r.ci_high < 0 for t in d.targets for r in t.accuracy)
 
 
-def test_bad_input_errors(runs, tmp_path):
+def test_bad_input_errors(three_runs, tmp_path):
     from workbench.cli import main
-    a, _, _ = runs
+    a, _, _ = three_runs
     with pytest.raises(DiffError, match="no such run folder"):
         diff_runs(a, tmp_path / "missing")
     (tmp_path / "empty").mkdir()
@@ -145,8 +145,8 @@ def _batch_out(tmp_path, run, run_id="20260101-000000"):
     return out
 
 
-def test_diff_reads_a_batch_out_folder_from_any_working_folder(runs, tmp_path, monkeypatch):
-    a, b, _ = runs
+def test_diff_reads_a_batch_out_folder_from_any_working_folder(three_runs, tmp_path, monkeypatch):
+    a, b, _ = three_runs
     _batch_out(tmp_path / "A", a)
     out_b = _batch_out(tmp_path / "B", b)
     direct = diff_runs(a, b, targets="imx95", max_drop_pp=100.0)
@@ -157,11 +157,11 @@ def test_diff_reads_a_batch_out_folder_from_any_working_folder(runs, tmp_path, m
     assert via_out.targets[0].accuracy == direct.targets[0].accuracy
 
 
-def test_diff_refuses_an_unreadable_record(runs, tmp_path):
+def test_diff_refuses_an_unreadable_record(three_runs, tmp_path):
     import shutil
 
     from workbench.cli import main
-    a, _, _ = runs
+    a, _, _ = three_runs
     broken = tmp_path / "broken"
     shutil.copytree(a, broken)
     record = broken / "imx95" / "quantize.json"

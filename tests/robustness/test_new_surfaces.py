@@ -59,9 +59,8 @@ METRICS = {
 
 
 @pytest.fixture(scope="module")
-def reference_tflite():
-    from workbench.models.reference import reference_model
-    return reference_model().tflite
+def reference_tflite(reference):
+    return reference.tflite            # the session's build (its own call built it again in a fresh worker)
 
 
 @pytest.mark.slow
