@@ -108,6 +108,11 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "the op types listed are converter-added (op_origin != 'model' needs structure['added'][k] > 0, and "
         "structural_diff adds k only when int8_ops[k] exceeds the source's count), so int8_ops always holds k and "
         "the default of .get is never read",
+    ("workbench/quantize/findings.py", "top / max(int(live.min()), 1) >= COLLAPSE_SPREAD", "1", "1 -> 2"):
+        "live holds levels > 0, so live.min() >= 1 and max(., 1) only guards nothing; with live.min() == 1 the "
+        "ratio is top / 1 or top / 2, and top >= 32 makes both >= COLLAPSE_SPREAD (16): the same verdict",
+    ("workbench/quantize/findings.py", ".reshape(w.channels, -1)", "1", "1 -> 2"):
+        "numpy's reshape takes a negative size as the one dimension to infer (-2 as -1, numpy 2.x): the same array",
 }
 
 _SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

@@ -127,7 +127,8 @@ def test_per_channel_scale_spread_at_its_ratio(tmp_path):
     def spread(scales):
         f = _weights(tmp_path, [127] * len(scales), scales=scales).get("quantize.channel-range-spread")
         return None if f is None else f.evidence["layers"][0]
-    assert spread([1.0, 0.01]) is not None and spread([1.0, 0.0101]) is None       # 100x (float32: 100.0000x)
+    assert spread([100 / 128, 1 / 128]) is not None              # exactly 100x (exact in float32)
+    assert spread([99 / 128, 1 / 128]) is None                    # 99x
     # scales in 1/32 steps (exact in float32): 127 * scale / max is 127, 4, 5 and 1 levels per tensor
     layer = spread([127 / 32, 4 / 32, 5 / 32, 1 / 32])
     assert layer["scale_ratio"] == 127.0 and layer["per_tensor_levels_smallest"] == 1.0
@@ -197,3 +198,208 @@ def test_a_dynamic_dimension_is_read_from_the_tflite_signature_and_onnx_dims(tmp
         assert bool(found) is dynamic, (batch, found)
         if dynamic:
             assert found[0].evidence["inputs"][0]["shape"] == [None, 2, 4, 4]
+            assert found[0].evidence["inputs"][0]["dynamic_axes"] == [0]
+
+
+def _per_tensor_tflite(tmp_path, levels, *, empty_buffer_of=None):
+    """The tiny .tflite with its CONV_2D weight (8 output channels) re-quantized per tensor: output channel c has
+    largest |q| ``levels[c]``; ``empty_buffer_of``: {op index: None or no bytes} for weights whose bytes were stripped."""
+    import numpy as np
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    model = fu.read_model_from_bytearray(bytearray(TINY.read_bytes()))
+    sg = model.subgraphs[0]
+    w = sg.tensors[sg.operators[0].inputs[1]]
+    q = np.zeros(tuple(w.shape), np.int8)
+    q[:, 0, 0, 0] = levels
+    model.buffers[w.buffer].data = q.view(np.uint8).ravel()
+    w.quantization.scale, w.quantization.zeroPoint, w.quantization.quantizedDimension = [0.01], [0], 0
+    for op, data in (empty_buffer_of or {}).items():
+        model.buffers[sg.tensors[sg.operators[op].inputs[1]].buffer].data = data
+    path = tmp_path / f"pt{len(list(tmp_path.iterdir()))}.tflite"
+    path.write_bytes(bytes(fu.convert_object_to_bytearray(model)))
+    return path
+
+
+def test_per_tensor_collapse_reads_the_weight_bytes_of_a_tflite_file(tmp_path):
+    import numpy as np
+
+    from workbench.quantize.inspect import inspect_model
+    levels = [127, 4, 127, 127, 127, 127, 127, 127]
+
+    def collapse(path):
+        insp = inspect_model(path)
+        assert [w.n_scales for w in insp.weights if w.op.startswith("CONV_2D")] == [1]
+        f = {f.code: f for f in inspection_findings(insp)}.get("quantize.per-tensor-collapse")
+        return None if f is None else [(c["op"], c["index"], c["first_collapsed"]) for c in f.evidence["layers"]]
+    assert collapse(_per_tensor_tflite(tmp_path, levels)) == [("CONV_2D", 0, [1])]
+    assert collapse(_per_tensor_tflite(tmp_path, [127] * 8)) is None
+    # the depthwise and dense weights' bytes stripped (no buffer data / an empty one): those weights are left
+    # unchecked, the convolution's is still read
+    stripped = {1: None, 3: np.zeros(0, np.uint8)}
+    assert collapse(_per_tensor_tflite(tmp_path, levels, empty_buffer_of=stripped)) == [("CONV_2D", 0, [1])]
+
+
+def _quantized_onnx(tmp_path):
+    """The real quantize stage (ONNX backend, float fallback allowed) on a small ONNX CNN with a Sin."""
+    from tests.traps.zoo import _nchw_calibration, _onnx_model
+    from workbench.quantize.engine import quantize
+    from workbench.quantize.recipe import get_recipe
+    _onnx_model(tmp_path / "sin.onnx", middle="Sin")
+    return quantize(tmp_path / "sin.onnx", get_recipe("a8w8_pc", backend="onnx", allow_float_fallback=True),
+                    _nchw_calibration(), output=tmp_path / "q")
+
+
+def test_a_quantized_models_float_ops_by_its_file_its_recipe_or_its_record(tmp_path):
+    from workbench.quantize.findings import quantized_findings
+    q = _quantized_onnx(tmp_path)
+    (left,) = [f for f in quantized_findings(q) if f.code == "quantize.float-op-left"]
+    assert left.severity == "error" and [o["op"] for o in left.evidence["ops"]] == ["Sin"]
+    assert "the file is gone" not in left.message
+    # the recipe excluded the Sin (kept in float on purpose): info, not an error
+    on_purpose = replace(q, recipe=replace(q.recipe, exclude=("Sin",)))
+    (kept,) = [f for f in quantized_findings(on_purpose) if f.code == "quantize.float-op-left"]
+    assert kept.severity == "info" and kept.evidence["excluded"] == ["Sin"]
+    # the file is gone: the result's own record of its float ops is read
+    gone = replace(q, path=str(tmp_path / "gone.onnx"))
+    (recorded,) = [f for f in quantized_findings(gone) if f.code == "quantize.float-op-left"]
+    assert "(recorded; the file is gone): Sin #" in recorded.message
+    assert len(recorded.evidence["ops"]) == len(q.float_ops) and recorded.evidence["ops"][0]["op"] == "Sin"
+    assert f"{len(q.float_ops)} op(s) compute in float" in recorded.message
+    # the deployed-model check needs both files: a manifest without its model says nothing (and does not fail)
+    from workbench.quantize.findings import deployed_findings
+    assert deployed_findings(tmp_path / "gone.onnx", q.manifest_path) == []
+    assert deployed_findings(q.path, tmp_path / "no-manifest.json") == []
+
+
+def _source_onnx(path, *, depthwise=1, pool="GlobalAveragePool"):
+    """The source an INT8 file stands for, as ONNX: Conv, ``depthwise`` depthwise Convs, a pool, Flatten?, Gemm."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(np.zeros((8, 3, 3, 3), np.float32), "w0"),
+             numpy_helper.from_array(np.zeros((8, 1, 3, 3), np.float32), "dw"),
+             numpy_helper.from_array(np.zeros((8, 4), np.float32), "fc")]
+    nodes, last = [helper.make_node("Conv", ["x", "w0"], ["c0"])], "c0"
+    for i in range(depthwise):
+        nodes.append(helper.make_node("Conv", [last, "dw"], [f"d{i}"], group=8))
+        last = f"d{i}"
+    nodes += [helper.make_node(pool, [last], ["p"]), helper.make_node("Gemm", ["p", "fc"], ["y"])]
+    graph = helper.make_graph(nodes, "src", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 3, 16, 16))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 4))], initializer=inits)
+    onnx.save(helper.make_model(graph), str(path))
+    return path
+
+
+def _swap_mean(tmp_path, op):
+    """The tiny .tflite with its MEAN (op #2) turned into ``op`` ("RESHAPE": a layout op the conversion adds)."""
+    from ai_edge_litert import schema_py_generated as fb
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+    model = fu.read_model_from_bytearray(bytearray(TINY.read_bytes()))
+    code = fb.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = getattr(fb.BuiltinOperator, op)
+    code.version = 1
+    model.operatorCodes.append(code)
+    mean = model.subgraphs[0].operators[2]
+    mean.opcodeIndex, mean.builtinOptionsType, mean.builtinOptions = len(model.operatorCodes) - 1, 0, None
+    path = tmp_path / f"{op.lower()}.tflite"
+    path.write_bytes(bytes(fu.convert_object_to_bytearray(model)))
+    return path
+
+
+def test_structure_findings_name_added_layout_ops_and_lost_depthwise(tmp_path):
+    from workbench.models.structure import structural_diff
+    from workbench.quantize.findings import structure_findings
+
+    def codes(source, int8):
+        return {f.code: f for f in structure_findings(structural_diff(source, "onnx", int8), "m.tflite")}
+    plain = _source_onnx(tmp_path / "plain.onnx")
+    assert codes(plain, TINY) == {}                               # MEAN, 1 depthwise: as in the source
+    added = codes(plain, _swap_mean(tmp_path, "RESHAPE"))["convert.added-ops"]
+    assert added.severity == "info" and added.evidence["added"] == {"RESHAPE": 1}
+    assert added.message == "m.tflite: the conversion added RESHAPE x1 that the source model does not have"
+    assert "convert.added-ops" not in codes(plain, _swap_mean(tmp_path, "SIN"))    # no layout op: placement's
+    lost = codes(_source_onnx(tmp_path / "two.onnx", depthwise=2), TINY)["convert.depthwise-lost"]
+    assert lost.evidence["depthwise"] == {"source": 2, "int8": 1}
+    assert "1 of 2 depthwise convolution(s) of the source are not DEPTHWISE_CONV_2D" in lost.message
+    # nothing compared (a source the converter read directly), no structure, or one without depthwise counts
+    diff = structural_diff(plain, "onnx", _swap_mean(tmp_path, "RESHAPE"))
+    assert structure_findings({**diff, "compared": False}, "m.tflite") == []
+    assert structure_findings(None, "m.tflite") == []
+    assert [f.code for f in structure_findings({k: v for k, v in diff.items() if k != "depthwise"}, "m.tflite")] == [
+        "convert.added-ops"]
+
+
+def _manifest(tmp_path, ranges):
+    import json
+    path = tmp_path / f"manifest{len(list(tmp_path.iterdir()))}.json"
+    path.write_text(json.dumps({"ranges": ranges}))
+    return path
+
+
+def test_range_outliers_are_reported_for_minmax_calibration_only(tmp_path):
+    """The manifest's record as the AI Edge backend writes it: range_outliers of calibrated min/max ranges against
+    the data's 0.1..99.9th percentiles (data with one far sample per tensor)."""
+    import numpy as np
+
+    from workbench.quantize.findings import range_findings
+    from workbench.quantize.ranges import OUTLIER_PERCENTILE, range_outliers
+    rng = np.random.default_rng(0)
+    lo_p, hi_p = 100.0 - OUTLIER_PERCENTILE, OUTLIER_PERCENTILE        # the keys ranges.py computes them under
+
+    def record(n_tensors, calibrator="minmax"):
+        data = {f"t{i}": np.append(rng.uniform(-1, 1, 5000), 50.0 + i) for i in range(n_tensors)}
+        ranges = {n: (float(v.min()), float(v.max())) for n, v in data.items()}
+        pct = {n: {lo_p: float(np.percentile(v, lo_p)), hi_p: float(np.percentile(v, hi_p))} for n, v in data.items()}
+        outliers = range_outliers(ranges, pct)
+        assert len(outliers) == n_tensors
+        return {"calibrator": calibrator, "percentile": None, "tensors": n_tensors, "changed": 0,
+                "outliers": outliers[:12], "n_outliers": len(outliers)}
+    (four,) = range_findings(_manifest(tmp_path, record(4)), "m.tflite")
+    assert four.evidence["n_outliers"] == 4 and "more" not in four.message
+    assert "4 tensor(s) calibrated far wider" in four.message
+    (five,) = range_findings(_manifest(tmp_path, record(5)), "m.tflite")
+    assert five.message.endswith(" and 1 more")
+    assert range_findings(_manifest(tmp_path, record(5, "percentile")), "m.tflite") == []
+    assert range_findings(_manifest(tmp_path, {**record(0), "outliers": []}), "m.tflite") == []
+    assert range_findings(_manifest(tmp_path, None), "m.tflite") == []            # a backend that records none
+    assert range_findings(tmp_path / "missing.json", "m.tflite") == []
+
+
+def test_a_depthwise_channel_ten_times_the_median_is_named(tmp_path):
+    import numpy as np
+
+    from workbench.quantize.aeq_backend import DEPTHWISE_SPREAD, depthwise_spread
+    from workbench.quantize.findings import depthwise_spread_findings
+    assert DEPTHWISE_SPREAD == 10.0
+    rows = depthwise_spread({"dw1": np.array([1.0, 1.0, 1.0, 10.0]), "dw2": np.array([1.0, 1.0, 9.99])})
+    (f,) = depthwise_spread_findings(_manifest(tmp_path, {"depthwise_spread": rows}), "m.tflite")
+    assert [(r["tensor"], r["channel"]) for r in f.evidence["tensors"]] == [("dw1", 3)]
+    assert "1 depthwise output(s) with one channel far wider" in f.message
+    assert depthwise_spread_findings(_manifest(tmp_path, {"depthwise_spread": []}), "m.tflite") == []
+    assert depthwise_spread_findings(_manifest(tmp_path, None), "m.tflite") == []
+    assert depthwise_spread_findings(tmp_path / "missing.json", "m.tflite") == []
+
+
+def test_a_weight_the_file_cannot_give_as_int8_levels_is_left_unchecked(tmp_path):
+    """INT4 weight bytes (not read as INT8), or a weight whose output-channel axis the array does not have (an
+    inspection of another version of the file): that weight is unchecked, the others are read, nothing fails."""
+    from ai_edge_litert import schema_py_generated as fb
+    from ai_edge_litert.tools import flatbuffer_utils as fu
+
+    from workbench.quantize.findings import _weight_arrays
+    from workbench.quantize.inspect import inspect_model
+    model = fu.read_model_from_bytearray(bytearray(TINY.read_bytes()))
+    sg = model.subgraphs[0]
+    sg.tensors[sg.operators[0].inputs[1]].type = fb.TensorType.INT4
+    path = tmp_path / "int4.tflite"
+    path.write_bytes(bytes(fu.convert_object_to_bytearray(model)))
+    insp = inspect_model(path)
+    assert [w.dtype for w in insp.weights] == ["INT4", "INT8", "INT8"]
+    assert len(_weight_arrays(insp)) == 2                          # the depthwise and dense weights
+    assert [f.code for f in inspection_findings(insp)] == ["model.dynamic-batch"]
+    levels = [127, 4, 127, 127, 127, 127, 127, 127]
+    collapsing = inspect_model(_per_tensor_tflite(tmp_path, levels))
+    conv = collapsing.weights[0]
+    assert conv.expected_axis == 0 and "quantize.per-tensor-collapse" in _codes(collapsing)
+    other = replace(collapsing, weights=(replace(conv, expected_axis=4),) + collapsing.weights[1:])
+    assert "quantize.per-tensor-collapse" not in _codes(other)

@@ -366,8 +366,8 @@ def structure_findings(structure: dict[str, Any] | None, name: str, *, target: s
                         target=target, severity="info",
                         evidence={"added": added, "source_ops": structure.get("source_ops", {}),
                                   "int8_ops": structure.get("int8_ops", {})}))
-    dw = structure.get("depthwise", {})
-    if dw.get("int8", 0) < dw.get("source", 0):
+    dw = structure.get("depthwise") or {}          # structural_diff writes both counts (or, before them, none)
+    if dw and dw["int8"] < dw["source"]:
         out.append(make("convert.depthwise-lost", f"{name}: {dw['source'] - dw['int8']} of {dw['source']} depthwise "
                         "convolution(s) of the source are not DEPTHWISE_CONV_2D in the INT8 file", target=target,
                         evidence={"depthwise": dw, "grouped_conv": structure.get("grouped_conv", {})}))
