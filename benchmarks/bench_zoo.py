@@ -69,15 +69,14 @@ def onnx2tf_alone(entry, contract, work: Path) -> tuple[float, float]:
 
     from workbench import toolenv
     env = toolenv.ensure("onnx2tf")
-    source = entry.model
-    try:   # the same exact rewrites the workbench gives onnx2tf (raw Paddle2ONNX names make onnx2tf die)
-        from workbench.models.convert import exact_rewrites
-        source = work / "model.onnx"
-        done = exact_rewrites(entry.model, source)
-        if done:
-            print(f"  onnx2tf alone gets the rewritten ONNX: {'; '.join(done)}")
-    except ImportError:
-        pass
+    # the same exact rewrites the workbench gives onnx2tf (raw Paddle2ONNX names make onnx2tf die), in a copy:
+    # onnx2tf runs onnxsim on its input file in place, so it never gets the zoo's own file (it did once, and
+    # the zoo's ppocr-cls, onet and heatnet were simplified versions until fetch.py checked their sha256)
+    from workbench.models.convert import exact_rewrites
+    source = work / "model.onnx"
+    done = exact_rewrites(entry.model, source)
+    if done:
+        print(f"  onnx2tf alone gets the rewritten ONNX: {'; '.join(done)}")
     graph = onnx.load(str(source)).graph
     inp = graph.input[0]
     dims = [d.dim_value if d.dim_value > 0 else None for d in inp.type.tensor_type.shape.dim]

@@ -21,9 +21,12 @@ model folder holds::
 
 ``<zoo>`` is ``$NPU_WORKBENCH_ZOO``, else ``<cache>/zoo`` (``$NPU_WORKBENCH_CACHE``, default
 ``~/.cache/npu-workbench``). A folder is built under a temporary name and renamed when complete,
-so a half-built model is never used; a folder whose recipe changed is rebuilt; otherwise a call
-is a folder look-up. Downloaded wheels are kept in ``<zoo>/wheels/`` (checked against their
-sha256 on every use).
+so a half-built model is never used; a folder whose recipe changed is rebuilt, and so is one whose
+files are not the ones built (every call checks the model's sha256 against the pinned one, or an
+export's against its record, the card's text, and the data's sha256): onnx2tf run on a zoo file
+itself simplifies it in place (onnxsim), and the file is then no longer the published model.
+Downloaded wheels are kept in ``<zoo>/wheels/`` (checked against their sha256 on every use); one
+that cannot be downloaded is an error naming the file, its sha256 and what to do.
 
 The photos are scikit-image's bundled images (from its wheel, pinned the same way) and
 scikit-learn's (``china.jpg``, ``flower.jpg``, installed with it): seeded random crops resized
@@ -94,6 +97,7 @@ class Source:
     photos: tuple[str, ...] = SKIMAGE_PHOTOS + SKLEARN_PHOTOS
     summary: str = ""
     fast: bool = False             # in `make test` (cheap to convert and quantize)
+    model_sha256: str | None = None   # a wheel member's bytes, as published (exports: the build's record)
 
     @property
     def recipe(self) -> str:
@@ -112,7 +116,8 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
             "layout": "NCHW", "color": "bgr", "size": [48, 192], "resize": "stretch", "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5],
             "task": "classification", "classes": ["0", "180"],
             "outputs": [{"name": "direction", "kind": "class_scores"}]},
-           (48, 192), photos=TEXT_PHOTOS, summary="PaddleOCR text direction (ONNX, BGR, mean/std)", fast=True),
+           (48, 192), photos=TEXT_PHOTOS, summary="PaddleOCR text direction (ONNX, BGR, mean/std)", fast=True,
+           model_sha256="e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c"),
     Source("ppocr-det", "rapidocr-onnxruntime==1.4.4",
            "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx", ".onnx",
            {"name": "ppocr-det", "description": "PP-OCRv4 text detector (DB): a text probability map at the input's "
@@ -120,7 +125,8 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
             "layout": "NCHW", "color": "bgr", "size": [96, 128], "resize": "stretch", "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5],
             "task": "other", "outputs": [{"name": "text_map", "kind": "other"}]},
            (96, 128), photos=TEXT_PHOTOS + ("coins.png", "brick.png", "china.jpg"),
-           summary="PP-OCRv4 text detection map (ONNX, BGR, mean/std, NCHW spatial output)"),
+           summary="PP-OCRv4 text detection map (ONNX, BGR, mean/std, NCHW spatial output)",
+           model_sha256="d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9"),
     Source("blazeface", "mediapipe==0.10.14", "mediapipe/modules/face_detection/face_detection_short_range.tflite",
            ".tflite",
            {"name": "blazeface", "description": "MediaPipe BlazeFace short-range face detector: 896 anchors, "
@@ -128,7 +134,8 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
                                                  "with fp16 weights",
             "layout": "NHWC", "color": "rgb", "size": [128, 128], "resize": "stretch", "range": [-1, 1], "task": "detection",
             "outputs": [{"name": "regressors", "kind": "boxes"}, {"name": "classificators", "kind": "other"}]},
-           (128, 128), summary="MediaPipe BlazeFace short range (float .tflite, fp16 weights)"),
+           (128, 128), summary="MediaPipe BlazeFace short range (float .tflite, fp16 weights)",
+           model_sha256="bbff11cebd1eb27a1e004cae0b0e63ec8c551cbf34a4451148b4908b8db3eca8"),
     Source("onet", "facenet-pytorch==2.6.0", "facenet_pytorch/data/onet.pt", ".onnx",
            {"name": "onet", "description": "MTCNN ONet (facenet-pytorch 2.6.0 weights) exported with torch 2.13: "
                                             "face box refinement, 5 landmarks, face probability",
@@ -144,6 +151,10 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
             "std": [0.229, 0.224, 0.225], "task": "other"},
            (64, 64), export="heatnet", summary="PyTorch heatmaps (NCHW spatial) + classifier head", fast=True),
 )}
+
+
+class FetchError(RuntimeError):
+    """A wheel that cannot be downloaded, or whose bytes are not the pinned ones."""
 
 
 @dataclass(frozen=True)
@@ -192,11 +203,15 @@ def wheel(requirement: str) -> Path:
         got = Path(tmp) / filename
         if proc.returncode != 0 or not got.exists():
             tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
-            raise RuntimeError(f"`pip download --no-deps {requirement}` did not give {filename} (exit "
-                               f"{proc.returncode}); the package index must be reachable:\n{tail}")
+            raise FetchError(
+                f"cannot download the wheel {filename} ({requirement}): `pip download --no-deps {requirement}` "
+                f"exited {proc.returncode}" + ("" if proc.returncode else " without that file") + f". pip said:\n"
+                f"{tail}\nNext: let pip reach the package index it is configured with (`pip config list`, "
+                f"PIP_INDEX_URL, a proxy), or put that file in {folder}/ by hand (it is used if its sha256 is "
+                f"{sha}); then run `python -m tests.zoo.fetch` again.")
         actual = _sha256(got)
         if actual != sha:
-            raise RuntimeError(f"{requirement}: {filename} has sha256 {actual}, pinned {sha}; the index serves "
+            raise FetchError(f"{requirement}: {filename} has sha256 {actual}, pinned {sha}; the index serves "
                                "other bytes under this version: refusing it.")
         os.replace(got, path)
     return path
@@ -290,7 +305,6 @@ def _export(source: Source, weights_wheel: Path | None, out: Path) -> dict:
 
 
 def _build(source: Source, folder: Path) -> None:
-    import yaml
     whl = wheel(source.wheel) if source.wheel else None
     model = folder / f"model{source.suffix}"
     info: dict = {"name": source.name, "summary": source.summary, "wheel": source.wheel, "recipe": source.recipe}
@@ -304,10 +318,42 @@ def _build(source: Source, folder: Path) -> None:
         model.write_bytes(_member(whl, source.member))
         info["member"] = source.member
     info["model_sha256"] = _sha256(model)
-    (folder / "model.card.yaml").write_text(
-        f"# {source.summary}; written by tests/zoo/fetch.py\n" + yaml.safe_dump(source.card, sort_keys=False))
+    if source.model_sha256 and info["model_sha256"] != source.model_sha256:
+        raise FetchError(f"{source.wheel}: {source.member} has sha256 {info['model_sha256']}, pinned "
+                         f"{source.model_sha256}: refusing it.")
+    (folder / "model.card.yaml").write_text(_card_text(source))
     info["data"] = _write_data(folder / "data", source)
+    info["data_sha256"] = _data_digest(folder / "data")
     (folder / "zoo.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+def _card_text(source: Source) -> str:
+    import yaml
+    return f"# {source.summary}; written by tests/zoo/fetch.py\n" + yaml.safe_dump(source.card, sort_keys=False)
+
+
+def _data_digest(root: Path) -> str:
+    """One sha256 over every file of the data folder (relative path and content)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(root).as_posix()}\0{_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def _damage(source: Source, folder: Path, info: dict) -> str | None:
+    """What differs in a built folder from what was built (None: intact).  onnx2tf run on a zoo file itself
+    rewrites it in place (it runs onnxsim on its input, in place): such a file is no longer the published model."""
+    model = folder / f"model{source.suffix}"
+    want = source.model_sha256 or info.get("model_sha256")
+    got = _sha256(model) if model.is_file() else None
+    if got is None or got != want:
+        return (f"{model} has sha256 {got}, its source {want}" if got else f"{model} is missing")
+    card = folder / "model.card.yaml"
+    if not card.is_file() or card.read_text() != _card_text(source):
+        return f"{card} is not the card tests/zoo/fetch.py writes"
+    if info.get("data_sha256") and _data_digest(folder / "data") != info["data_sha256"]:
+        return f"{folder / 'data'} differs from what was built (a file changed, added or removed)"
+    return None
 
 
 def _entry(source: Source, folder: Path) -> ZooModel:
@@ -316,15 +362,23 @@ def _entry(source: Source, folder: Path) -> ZooModel:
                     folder / "data", info)
 
 
-def _current(source: Source, folder: Path) -> bool:
+def _current(source: Source, folder: Path, *, say: bool = False) -> bool:
+    """The folder was built from this recipe and is intact (model, card and data as built, checked by sha256)."""
     try:
-        return json.loads((folder / "zoo.json").read_text()).get("recipe") == source.recipe
+        info = json.loads((folder / "zoo.json").read_text())
     except (OSError, ValueError):
         return False
+    if info.get("recipe") != source.recipe:
+        return False
+    damage = _damage(source, folder, info)
+    if damage and say:
+        print(f"zoo: {source.name}: {damage}; building it again", file=sys.stderr, flush=True)
+    return damage is None
 
 
 def fetch(name: str) -> ZooModel:
-    """The zoo model ``name``, built on first use (atomically) and reused after."""
+    """The zoo model ``name``, built on first use (atomically) and reused after; a folder whose files are not
+    the ones built (sha256 of the model, the card, the data) is built again."""
     if name not in SOURCES:
         raise KeyError(f"no zoo model {name!r}; known: {', '.join(SOURCES)}")
     import fcntl
@@ -334,7 +388,7 @@ def fetch(name: str) -> ZooModel:
         return _entry(source, folder)
     with open(zoo_dir() / f".{name}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _current(source, folder):
+        if _current(source, folder, say=True):
             return _entry(source, folder)   # another process built it while we waited
         build_folder(folder, lambda tmp: _build(source, tmp))
     return _entry(source, folder)
@@ -371,12 +425,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         for name in names:
             s = SOURCES[name]
-            state = "fetched" if _current(s, zoo_dir() / name) else "not fetched"
+            folder = zoo_dir() / name
+            state = ("fetched" if _current(s, folder) else "changed" if (folder / "zoo.json").is_file()
+                     else "not fetched")
             print(f"{name:10s} {s.wheel or '(ours, torch-2.13)':28s} {'fast ' if s.fast else '     '}{state:12s} {s.summary}")
         print(f"zoo folder: {zoo_dir()}")
         return 0
     for name in names:
-        print(fetch(name).model, flush=True)
+        try:
+            print(fetch(name).model, flush=True)
+        except FetchError as exc:
+            print(f"python -m tests.zoo.fetch: error: {name}: {exc}", file=sys.stderr)
+            return 2
     return 0
 
 
