@@ -137,6 +137,33 @@ def test_the_driver_stops_after_the_float32_file_with_the_same_bytes(tiny_onnx, 
     assert proc.returncode != 0 and not (broken / "out" / FLOAT_TFLITE).exists()
 
 
+@pytest.mark.slow
+def test_two_conversions_of_one_model_at_once_share_one_entry(tmp_path):
+    """A batch's targets on a cold cache convert the same model at once (a8w8_pt and a8w8_pc quantize under other
+    keys): one converts, the other waits and finds the entry.  Before, the second failed "... is a folder; the
+    workbench ... never replaces a folder" (make test-zoo on a fresh zoo: heatnet and ppocr-cls on imx8mp)."""
+    import threading
+
+    from workbench.models.convert import convert_onnx
+    model = tiny_nchw_onnx(tmp_path / "fresh.onnx", seed=11)      # weights nothing has converted yet
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(convert_onnx(model, samples=nhwc_images(8)))
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(r.cache_hit for r in results) == [False, True] and results[0].tflite == results[1].tflite
+    again = convert_onnx(model, samples=nhwc_images(8), cache=False)     # converts again, refreshing the entry
+    assert not again.cache_hit and again.tflite == results[0].tflite and again.agreement[0].ok
+
+
 def test_bad_onnx_inputs_are_clear_errors(tmp_path):
     from workbench.models.convert import convert_onnx, read_onnx_io
     spatial = tiny_nchw_onnx(tmp_path / "spatial.onnx", dynamic="spatial")

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._io import cache_dir, sha256_file, stable_hash
+from ..._io import cache_dir, entry_lock, sha256_file, stable_hash
 from ...errors import ModelError
 from .. import onnx_preflight
 from .agreement import CHECK_SAMPLES, DEFAULT_MAX_REL_ERROR, DEFAULT_MIN_COSINE, check_agreement
@@ -108,10 +108,13 @@ def convert_onnx(path: str | os.PathLike, *, samples: np.ndarray | None = None, 
         parts["cubic_shuffle_fix"] = SHUFFLE_FIX_VERSION
     key = stable_hash(parts)
     folder = cache_dir("convert") / key[:2] / key
-    record = _load_entry(folder) if cache else None
-    hit = record is not None
-    if record is None:
-        record = _convert_fresh(source, graph, env, key, folder, samples, timeout, keep)
+    # two processes converting the same model at once (a batch's targets on a cold cache: a8w8_pt and a8w8_pc
+    # quantize under different keys, then both convert): one converts, the other waits and finds the entry
+    with entry_lock(folder):
+        record = _load_entry(folder) if cache else None
+        hit = record is not None
+        if record is None:
+            record = _convert_fresh(source, graph, env, key, folder, samples, timeout, keep)
     converted = ConvertedModel(
         source_path=str(source), source_sha256=source_sha, saved_model=str(folder / SAVED_MODEL),
         tflite=str(folder / FLOAT_TFLITE), inputs=tuple(TensorLayout(**_tup(t)) for t in record["inputs"]),

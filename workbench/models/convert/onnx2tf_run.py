@@ -156,7 +156,7 @@ def _convert_fresh(source: Path, graph: _OnnxIO, env: Any, key: str, folder: Pat
             cmd = fixed[0]
             rewrites.append(fixed[1])
         layouts = _layouts(source, graph, tflite)
-        with atomic_path(folder) as entry:
+        with atomic_path(folder, replace_folder=True) as entry:   # cache=False refreshes the entry
             entry.mkdir(parents=True)
             saved = entry / SAVED_MODEL
             saved.mkdir()
