@@ -403,3 +403,31 @@ def test_a_weight_the_file_cannot_give_as_int8_levels_is_left_unchecked(tmp_path
     assert conv.expected_axis == 0 and "quantize.per-tensor-collapse" in _codes(collapsing)
     other = replace(collapsing, weights=(replace(conv, expected_axis=4),) + collapsing.weights[1:])
     assert "quantize.per-tensor-collapse" not in _codes(other)
+
+
+def test_clipped_ranges_are_reported_for_minmax_calibration_only(tmp_path):
+    """The manifest's ``ranges.clipped`` as ranges.py computes it: calibrated ranges (half the data's span: the
+    moving average) against the data's 0.1..99.9th percentiles, 4 and 5 tensors."""
+    import numpy as np
+
+    from workbench.quantize.findings import clipped_range_findings
+    from workbench.quantize.ranges import OUTLIER_PERCENTILE, range_clipped
+    rng = np.random.default_rng(1)
+    lo_p, hi_p = 100.0 - OUTLIER_PERCENTILE, OUTLIER_PERCENTILE
+
+    def record(n_tensors, calibrator="minmax"):
+        data = {f"t{i}": rng.uniform(-1, 1, 5000) for i in range(n_tensors)}
+        ranges = {n: (float(v.min()) / 2, float(v.max()) / 2) for n, v in data.items()}
+        pct = {n: {lo_p: float(np.percentile(v, lo_p)), hi_p: float(np.percentile(v, hi_p))} for n, v in data.items()}
+        clipped = range_clipped(ranges, pct)
+        assert len(clipped) == n_tensors
+        return {"calibrator": calibrator, "clipped": clipped[:12], "n_clipped": len(clipped)}
+    (four,) = clipped_range_findings(_manifest(tmp_path, record(4)), "m.tflite")
+    assert four.evidence["n_clipped"] == 4 and " more" not in four.message
+    assert "4 tensor(s) calibrated narrower than the data's" in four.message and "(50%)" in four.message
+    (five,) = clipped_range_findings(_manifest(tmp_path, record(5)), "m.tflite")
+    assert " and 1 more; --calibrator percentile" in five.message
+    assert clipped_range_findings(_manifest(tmp_path, record(5, "percentile")), "m.tflite") == []
+    assert clipped_range_findings(_manifest(tmp_path, {**record(0), "clipped": []}), "m.tflite") == []
+    assert clipped_range_findings(_manifest(tmp_path, None), "m.tflite") == []
+    assert clipped_range_findings(tmp_path / "missing.json", "m.tflite") == []
