@@ -8,7 +8,8 @@ across runs while developing.
 Expensive fixtures (:data:`EXPENSIVE`) decide two things at collection: a test that uses one,
 directly or through another fixture, is marked ``slow`` (``make test-fast`` leaves it out), and under
 pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) it joins that fixture's ``xdist_group``, so one
-worker builds the fixture and runs its tests.
+worker builds the fixture and runs its tests (another slow test joins its module's group).  The groups
+are handed out first, largest first (:func:`pytest_xdist_make_scheduler`), the single tests last.
 """
 
 from __future__ import annotations
@@ -116,18 +117,41 @@ def group_ids(items) -> None:
 
 
 def mark_expensive(items) -> None:
-    """Mark ``slow`` every test that uses an expensive fixture, and put it in that fixture's xdist_group."""
+    """Mark ``slow`` every test that uses an expensive fixture, and put it in that fixture's xdist_group; a
+    slow test in no group joins its module's (what a module's slow tests build, they often share)."""
     for item in items:
         used = expensive_fixtures(item)
-        if not used:
+        if used:
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") is None or item.get_closest_marker("xdist_group") is not None:
             continue
-        item.add_marker(pytest.mark.slow)
-        if item.get_closest_marker("xdist_group") is None:
-            group = next((EXPENSIVE[n] for n in used if EXPENSIVE[n] is not None), None)
-            if group == MODULE:
-                group = item.nodeid.split("::", 1)[0]
-            if group is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
+        group = next((EXPENSIVE[n] for n in used if EXPENSIVE[n] is not None), MODULE)
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0] if group == MODULE else group))
+
+
+@pytest.hookimpl(optionalhook=True)      # a hook of pytest-xdist: unknown with -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` handing out the groups first, largest first, and the single tests after them.
+
+    Every slow test is in a group, so the long work starts early and the end of the run is many short
+    tests, which even out the two workers (pytest-xdist's own order put the zoo's 25-50 s batches last,
+    in collection order, while the other worker idled)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class GroupsFirst(LoadGroupScheduling):
+        ordered = False
+
+        def _assign_work_unit(self, node):
+            if not self.ordered:         # the queue is complete at the first assignment: order it once
+                units = sorted(self.workqueue.items(), key=lambda unit: ("::" in unit[0], -len(unit[1])))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+                self.ordered = True
+            super()._assign_work_unit(node)
+
+    return GroupsFirst(config, log)
 
 
 def run_folder(tmp_path_factory) -> Path:
