@@ -113,6 +113,10 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "ratio is top / 1 or top / 2, and top >= 32 makes both >= COLLAPSE_SPREAD (16): the same verdict",
     ("workbench/quantize/findings.py", ".reshape(w.channels, -1)", "1", "1 -> 2"):
         "numpy's reshape takes a negative size as the one dimension to infer (-2 as -1, numpy 2.x): the same array",
+    ("workbench/evaluate/findings.py", "hint = _range_hint(quantized) if bad", "bad and quantized is not None",
+     "And -> Or"):
+        "the hint is read only inside the loop over `bad` (empty: never read), and _range_hint(None) is '' (its "
+        "AttributeError caught): `or` computes a hint nobody reads, or the same ''",
 }
 
 _SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,

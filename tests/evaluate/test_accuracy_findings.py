@@ -245,3 +245,51 @@ def test_a_binary_classifier_near_chance_everywhere_is_a_contract_finding():
     assert f.evidence["chance"] == 0.5 and "near chance (50.0% for 2 classes)" in f.message
     assert findings(_report(rows[:2] + [_row("overexposed", "fp32", 0.5), _row("overexposed", "int8", 0.5)],
                             classes=2)) == []                  # 50% somewhere: at the line, not under it
+
+
+def test_a_collapsed_output_names_the_calibrated_ranges_that_clip_or_overshoot(tmp_path):
+    """The quantized model's manifest records (ranges.py's range_clipped / range_outliers on real arrays) are
+    appended to the finding for the minmax calibrator only; no manifest, no ranges, no quantized model: no hint."""
+    import dataclasses
+    import json
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from workbench.quantize.ranges import OUTLIER_PERCENTILE, range_clipped, range_outliers
+    rng = np.random.default_rng(0)
+    lo_p, hi_p = 100.0 - OUTLIER_PERCENTILE, OUTLIER_PERCENTILE
+    data = {f"t{i}": np.append(rng.uniform(-1, 1, 4000), 40.0) for i in range(5)}
+    pct = {n: {lo_p: float(np.percentile(v, lo_p)), hi_p: float(np.percentile(v, hi_p))} for n, v in data.items()}
+    narrow = {n: (float(v.min()) / (3 + i), 1.0 / (3 + i)) for i, (n, v) in enumerate(list(data.items())[:3])}
+    wide = {n: (float(v.min()), float(v.max())) for n, v in list(data.items())[3:]}
+    clipped, outliers = range_clipped(narrow, pct), range_outliers(wide, pct)
+    assert (len(clipped), len(outliers)) == (3, 2) and clipped[0]["tensor"] == "t2"    # the most clipped first
+
+    def quantized(ranges, name):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"ranges": ranges}))
+        return SimpleNamespace(manifest_path=str(path))      # the quantize result: the hint reads its manifest
+    record = {"calibrator": "minmax", "clipped": clipped, "n_clipped": 3, "outliers": outliers, "n_outliers": 2}
+    report = dataclasses.replace(_spread(), fidelity=(_fid("daylight", 3.0, 0.5),))
+    (f,) = [f for f in findings(report, quantized=quantized(record, "minmax"))
+            if f.code == "accuracy.output-collapsed"]
+    c, o = clipped[0], outliers[0]
+    assert f.message.endswith(
+        f"; 3 tensor(s) calibrated narrower than the data's 0.1..99.9th percentiles (e.g. 't2' "
+        f"[{c['calibrated'][0]:.4g}, {c['calibrated'][1]:.4g}] vs [{c['p0.1']:.4g}, {c['p99.9']:.4g}]) and "
+        f"2 tensor(s) calibrated far wider than the data's 0.1..99.9th percentiles (e.g. {o['tensor']!r} "
+        f"[{o['calibrated'][0]:.4g}, {o['calibrated'][1]:.4g}] vs [{o['p0.1']:.4g}, {o['p99.9']:.4g}]): "
+        "try --calibrator percentile"), f.message
+    only_wide = {**record, "clipped": []}
+    (g,) = _collapsed_with(report, quantized(only_wide, "wide"))
+    assert "narrower" not in g.message and "2 tensor(s) calibrated far wider" in g.message
+    for q in (quantized({**record, "calibrator": "percentile"}, "pct"), quantized(None, "none"),
+              SimpleNamespace(manifest_path=str(tmp_path / "missing.json")), None):
+        (h,) = _collapsed_with(report, q)
+        assert "calibrated" not in h.message and h.message.endswith("cosine 0.500")
+
+
+def _collapsed_with(report, quantized):
+    from workbench.evaluate.findings import collapsed_outputs
+    return collapsed_outputs(report, target="imx93", quantized=quantized)
