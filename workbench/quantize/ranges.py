@@ -102,21 +102,26 @@ def percentile_range(lo: float, hi: float, p_lo: float, p_hi: float) -> tuple[fl
     return new_lo, new_hi
 
 
-def range_outliers(ranges: dict[str, tuple[float, float]], pct: dict[str, dict[float, float]],
-                   *, ratio: float = OUTLIER_RATIO) -> list[dict[str, Any]]:
-    """Tensors whose calibrated range is at least ``ratio`` times the 0.1..99.9 percentile range, widest first."""
+def _against_percentiles(ranges: dict[str, tuple[float, float]], pct: dict[str, dict[float, float]]):
+    """(row, calibrated width / 0.1..99.9 percentile width) of each tensor with both ranges (and neither empty);
+    ``row`` holds the tensor's name, its calibrated range and the two percentiles."""
     lo_p, hi_p = 100.0 - OUTLIER_PERCENTILE, OUTLIER_PERCENTILE
-    rows = []
     for name, (lo, hi) in ranges.items():
         p = pct.get(name)
         if not p or lo_p not in p or hi_p not in p:
             continue
         inner = max(p[hi_p], 0.0) - min(p[lo_p], 0.0)
         width = hi - lo
-        if inner <= 0 or width <= 0 or width < ratio * inner:
+        if inner <= 0 or width <= 0:
             continue
-        rows.append({"tensor": name, "calibrated": [float(lo), float(hi)],
-                     "p0.1": float(p[lo_p]), "p99.9": float(p[hi_p]), "ratio": round(float(width / inner), 1)})
+        yield ({"tensor": name, "calibrated": [float(lo), float(hi)], "p0.1": float(p[lo_p]), "p99.9": float(p[hi_p])},
+               float(width / inner))
+
+
+def range_outliers(ranges: dict[str, tuple[float, float]], pct: dict[str, dict[float, float]],
+                   *, ratio: float = OUTLIER_RATIO) -> list[dict[str, Any]]:
+    """Tensors whose calibrated range is at least ``ratio`` times the 0.1..99.9 percentile range, widest first."""
+    rows = [{**row, "ratio": round(held, 1)} for row, held in _against_percentiles(ranges, pct) if held >= ratio]
     return sorted(rows, key=lambda r: -r["ratio"])
 
 
@@ -124,18 +129,7 @@ def range_clipped(ranges: dict[str, tuple[float, float]], pct: dict[str, dict[fl
                   *, fraction: float = CLIPPED_FRACTION) -> list[dict[str, Any]]:
     """Tensors whose calibrated range holds less than ``fraction`` of the 0.1..99.9 percentile range (more than
     0.1% of their values clipped, by a quarter of the span or more), the most clipped first."""
-    lo_p, hi_p = 100.0 - OUTLIER_PERCENTILE, OUTLIER_PERCENTILE
-    rows = []
-    for name, (lo, hi) in ranges.items():
-        p = pct.get(name)
-        if not p or lo_p not in p or hi_p not in p:
-            continue
-        inner = max(p[hi_p], 0.0) - min(p[lo_p], 0.0)
-        width = hi - lo
-        if inner <= 0 or width <= 0 or width >= fraction * inner:
-            continue
-        rows.append({"tensor": name, "calibrated": [float(lo), float(hi)],
-                     "p0.1": float(p[lo_p]), "p99.9": float(p[hi_p]), "held": round(float(width / inner), 2)})
+    rows = [{**row, "held": round(held, 2)} for row, held in _against_percentiles(ranges, pct) if held < fraction]
     return sorted(rows, key=lambda r: r["held"])
 
 
