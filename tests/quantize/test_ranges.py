@@ -24,6 +24,32 @@ def _conv_scale(path):
     return g.tensor(conv.outputs[0]).scales[0]
 
 
+def _one_conv_tflite(tmp_path, channels=1, weights=((1.0, -0.5),)):
+    """A float ``.tflite``: one 1x1 ``conv`` (2 filters; ``weights`` per input channel, None: Keras's own) on an
+    ``image`` input of 8x8x``channels``."""
+    import contextlib
+    import io
+
+    import keras
+    import tensorflow as tf
+    inp = keras.Input((8, 8, channels), batch_size=1, name="image")
+    model = keras.Model(inp, keras.layers.Conv2D(2, 1, name="conv")(inp))
+    if weights is not None:
+        model.get_layer("conv").set_weights([np.array([[list(weights)]], np.float32), np.zeros(2, np.float32)])
+    with contextlib.redirect_stdout(io.StringIO()):
+        data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    path = tmp_path / "float.tflite"
+    path.write_bytes(data)
+    return path
+
+
+def _one_bright_sample():
+    """100 samples in [0, 1); sample 37 reaches 40 on a 4x4 patch (0.25% of the values)."""
+    x = np.random.default_rng(0).random((100, 8, 8, 1), dtype=np.float32)
+    x[37, 2:6, 2:6, 0] = 40.0
+    return x
+
+
 @pytest.mark.slow
 def test_converter_route_takes_the_percentile_calibrator(models):
     from workbench.quantize.engine import quantize
@@ -77,23 +103,10 @@ def test_tflite_source_minmax_global_keeps_what_one_sample_reaches(tmp_path):
     """AI Edge Quantizer's min/max is a moving average of each sample's min/max: a value only one sample of 100
     reaches (the one face among a face detector's crops) is clipped.  minmax-global sets the range to the
     min/max over every sample, so that sample's output survives quantization (BlazeFace: docs/quantize.md)."""
-    import contextlib
-    import io
-
-    import keras
-    import tensorflow as tf
-
     from workbench.quantize.engine import quantize
     from workbench.quantize.recipe import get_recipe
-    inp = keras.Input((8, 8, 1), batch_size=1, name="image")
-    model = keras.Model(inp, keras.layers.Conv2D(2, 1, name="conv")(inp))
-    model.get_layer("conv").set_weights([np.array([[[[1.0, -0.5]]]], np.float32), np.zeros(2, np.float32)])
-    with contextlib.redirect_stdout(io.StringIO()):
-        data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
-    path = tmp_path / "float.tflite"
-    path.write_bytes(data)
-    x = np.random.default_rng(0).random((100, 8, 8, 1), dtype=np.float32)
-    x[37, 2:6, 2:6, 0] = 40.0         # one sample of 100 reaches 40 (every other value is in [0, 1))
+    path = _one_conv_tflite(tmp_path)
+    x = _one_bright_sample()         # one sample of 100 reaches 40 (every other value is in [0, 1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         moving = quantize(path, "a8w8_pc", x, cache=False)
@@ -122,20 +135,10 @@ def test_tflite_source_input_range_is_the_contracts(tmp_path):
     [0, 0.914], every pixel above 233/255 one code). The input's range is now the contract's: pixels 0..255
     land on 256 INT8 codes (scale 1/255), a [-1, 1] input gets scale 2/255; without a contract, the samples'
     global min/max. The manifest records each (``ranges.inputs``)."""
-    import contextlib
-    import io
-
-    import keras
-    import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
     from workbench.quantize.engine import quantize
-    inp = keras.Input((8, 8, 3), batch_size=1, name="image")
-    model = keras.Model(inp, keras.layers.Conv2D(2, 1, name="conv")(inp))
-    with contextlib.redirect_stdout(io.StringIO()):
-        data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
-    path = tmp_path / "float.tflite"
-    path.write_bytes(data)
+    path = _one_conv_tflite(tmp_path, channels=3, weights=None)
     x = np.random.default_rng(0).integers(0, 150, (40, 8, 8, 3)).astype(np.float32) / 255.0
     x[5, 0, 0, :] = 1.0                    # one white pixel in one sample of 40
     card = {"layout": "NHWC", "color": "rgb", "size": [8, 8], "task": "other"}
@@ -167,25 +170,12 @@ def test_tflite_source_ranges_that_clip_the_data_are_named(tmp_path):
     40 on a quarter of their pixels (0.25% of the values, past the 99.9th percentile) while the rest stay in
     [0, 1). ``quantize.range-clipped`` names the tensor with both ranges; with ``--calibrator percentile`` the
     range is the data's and the finding is gone. ``accuracy.output-collapsed`` repeats it for the quantized file."""
-    import contextlib
-    import io
-
-    import keras
-    import tensorflow as tf
-
     from workbench.evaluate.findings import collapsed_outputs
     from workbench.quantize.engine import quantize
     from workbench.quantize.findings import quantized_findings
     from workbench.quantize.recipe import get_recipe
-    inp = keras.Input((8, 8, 1), batch_size=1, name="image")
-    model = keras.Model(inp, keras.layers.Conv2D(2, 1, name="conv")(inp))
-    model.get_layer("conv").set_weights([np.array([[[[1.0, -0.5]]]], np.float32), np.zeros(2, np.float32)])
-    with contextlib.redirect_stdout(io.StringIO()):
-        data = tf.lite.TFLiteConverter.from_keras_model(model).convert()
-    path = tmp_path / "float.tflite"
-    path.write_bytes(data)
-    x = np.random.default_rng(0).random((100, 8, 8, 1), dtype=np.float32)
-    x[37, 2:6, 2:6, 0] = 40.0
+    path = _one_conv_tflite(tmp_path)
+    x = _one_bright_sample()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         moving = quantize(path, "a8w8_pc", x, cache=False)
