@@ -30,7 +30,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.zoo.fetch import CONDITIONS, _crops, _photos, build_folder, wheel, zoo_dir
+from tests.zoo.fetch import CONDITIONS, _crops, _photos, build_once, wheel, zoo_dir
 
 NAME = "blazeface-faces"
 VERSION = 1            # bump when the images change
@@ -112,21 +112,8 @@ def _build(root: Path) -> None:
 
 def calibration_faces() -> Path:
     """The folder dataset (``<zoo>/blazeface-faces/data``), built once (atomically) and reused."""
-    import fcntl
     folder = zoo_dir() / NAME
-
-    def current() -> bool:
-        try:
-            return json.loads((folder / "zoo.json").read_text()).get("version") == VERSION
-        except (OSError, ValueError):
-            return False
-    if current():
-        return folder / "data"
-    with open(zoo_dir() / f".{NAME}.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if current():
-            return folder / "data"
-        build_folder(folder, _build)
+    build_once(folder, VERSION, _build)
     return folder / "data"
 
 

@@ -409,6 +409,24 @@ def build_folder(folder: Path, build) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def build_once(folder: Path, version: int | str, build) -> None:
+    """``build_folder(folder, build)`` unless ``folder/zoo.json`` already records ``version``; under a lock
+    beside it, so two test workers build it once (``build`` writes ``zoo.json`` last)."""
+    import fcntl
+
+    def current() -> bool:
+        try:
+            return json.loads((folder / "zoo.json").read_text()).get("version") == version
+        except (OSError, ValueError):
+            return False
+    if current():
+        return
+    with open(folder.parent / f".{folder.name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not current():
+            build_folder(folder, build)
+
+
 def fast_models() -> tuple[str, ...]:
     return tuple(n for n, s in SOURCES.items() if s.fast)
 

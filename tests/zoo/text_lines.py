@@ -32,7 +32,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.zoo.fetch import CONDITIONS, N_CALIBRATION, N_TEST_PER_CONDITION, build_folder, zoo_dir
+from tests.zoo.fetch import CONDITIONS, N_CALIBRATION, N_TEST_PER_CONDITION, build_once, zoo_dir
 
 NAME = "ppocr-text"
 VERSION = 2                      # bump when the images change
@@ -166,19 +166,8 @@ def _build(root: Path) -> None:
 
 def text_sets() -> dict[str, Path]:
     """``{"rec": folder dataset, "det": folder dataset}`` under ``<zoo>/ppocr-text``, built once (atomically)."""
-    import fcntl
     folder = zoo_dir() / NAME
-
-    def current() -> bool:
-        try:
-            return json.loads((folder / "zoo.json").read_text()).get("version") == VERSION
-        except (OSError, ValueError):
-            return False
-    if not current():
-        with open(zoo_dir() / f".{NAME}.lock", "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not current():
-                build_folder(folder, _build)
+    build_once(folder, VERSION, _build)
     return {kind: folder / kind / "data" for kind in ("rec", "det")}
 
 
