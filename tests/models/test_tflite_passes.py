@@ -15,7 +15,7 @@ def _inject_transposes(data):
     from ai_edge_litert import schema_py_generated as fb
     from ai_edge_litert.tools import flatbuffer_utils as fu
 
-    from workbench.models.tflite_passes.flatbuffer import _opcode
+    from workbench.models.tflite_flatbuffer import _opcode
     m = fu.read_model_from_bytearray(bytearray(data))
     sg = m.subgraphs[0]
     names = {v: k for k, v in vars(fb.BuiltinOperator).items() if isinstance(v, int)}
@@ -129,7 +129,7 @@ def _transpose_before_mean(data):
     from ai_edge_litert import schema_py_generated as fb
     from ai_edge_litert.tools import flatbuffer_utils as fu
 
-    from workbench.models.tflite_passes.flatbuffer import _opcode
+    from workbench.models.tflite_flatbuffer import _opcode
     m = fu.read_model_from_bytearray(bytearray(data))
     sg = m.subgraphs[0]
     k = next(i for i, o in enumerate(sg.operators)
@@ -190,7 +190,7 @@ def _unfuse_relu(data):
     from ai_edge_litert import schema_py_generated as fb
     from ai_edge_litert.tools import flatbuffer_utils as fu
 
-    from workbench.models.tflite_passes.flatbuffer import _opcode
+    from workbench.models.tflite_flatbuffer import _opcode
     m = fu.read_model_from_bytearray(bytearray(data))
     sg = m.subgraphs[0]
     k = next(i for i, o in enumerate(sg.operators) if isinstance(o.builtinOptions, fb.Conv2DOptionsT)

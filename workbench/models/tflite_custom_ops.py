@@ -27,32 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from .tflite_flatbuffer import _opcode, _read, _write
+
 TRANSPOSE_CONV_BIAS = "Convolution2DTransposeBias"
 REWRITES = {TRANSPOSE_CONV_BIAS: "TRANSPOSE_CONV"}     # custom code -> the builtin op it becomes
 _PADDING = {1: "SAME", 2: "VALID"}                        # TfLitePadding (kTfLitePaddingUnknown = 0)
-
-
-def _read(data: bytes) -> Any:
-    from ai_edge_litert.tools import flatbuffer_utils as fu
-    return fu.read_model_from_bytearray(bytearray(data))
-
-
-def _write(model: Any) -> bytes:
-    from ai_edge_litert.tools import flatbuffer_utils as fu
-    return bytes(fu.convert_object_to_bytearray(model))
-
-
-def _opcode(model: Any, builtin: int, version: int) -> int:
-    """The index of ``builtin``'s operator code in ``model`` (added when missing; version raised to ``version``)."""
-    from ai_edge_litert import schema_py_generated as fb
-    for i, c in enumerate(model.operatorCodes):
-        if max(c.builtinCode, c.deprecatedBuiltinCode) == builtin:
-            c.version = max(int(c.version), version)
-            return i
-    code = fb.OperatorCodeT()
-    code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), version
-    model.operatorCodes.append(code)
-    return len(model.operatorCodes) - 1
 
 
 def _custom_code(model: Any, op: Any) -> str | None:

@@ -1,4 +1,5 @@
-"""Reading and writing a ``.tflite`` flatbuffer for the passes (and :mod:`~workbench.models.tflite_fold`): op codes,
+"""Reading and writing a ``.tflite`` flatbuffer for the passes (:mod:`~workbench.models.tflite_passes`,
+:mod:`~workbench.models.tflite_fold`, the custom-op rewrite of :mod:`~workbench.models.tflite_custom_ops`): op codes,
 constant buffers as arrays, op names, and dropping the tensors a rewrite left unused."""
 
 from __future__ import annotations

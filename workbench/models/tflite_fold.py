@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .tflite_passes.flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _graph, _op_names, _read, _write
+from .tflite_flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _graph, _op_names, _read, _write
 
 _SAME, _VALID = 0, 1
 _CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D")

@@ -56,7 +56,7 @@ def cubic_shuffles(onnx_path: Path) -> list[tuple[str, str]]:
 def nchw_left(tflite_data: bytes) -> int:
     """How many ``TRANSPOSE(0,3,1,2) -> RESHAPE 5-D -> TRANSPOSE(0,2,1,3,4) -> RESHAPE 4-D`` on a cube-shaped
     tensor end without a ``TRANSPOSE(0,2,3,1)`` reading the result (it is then read as NHWC)."""
-    from ..tflite_passes.flatbuffer import _code, _op_names, _read
+    from ..tflite_flatbuffer import _code, _op_names, _read
     from ..tflite_passes.transposes import _perm
     model = _read(tflite_data)
     names = _op_names()

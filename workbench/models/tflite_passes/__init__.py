@@ -15,8 +15,9 @@ on most targets.  These passes rewrite the (FP32 or quantized) flatbuffer:
   input.
 
 :func:`apply_passes` runs both and returns what it did (recorded in the manifest).
-Layout: ``flatbuffer`` (reading, writing, op codes, buffers), ``op_fusions`` (grouped conv -> depthwise, activation
-fusion), ``transposes`` (the layout TRANSPOSE passes); this module runs them in order.
+Layout: ``op_fusions`` (grouped conv -> depthwise, activation fusion), ``transposes`` (the layout TRANSPOSE
+passes); this module runs them in order. Reading, writing, op codes and buffers:
+:mod:`~workbench.models.tflite_flatbuffer`.
 """
 
 from __future__ import annotations

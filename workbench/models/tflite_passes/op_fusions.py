@@ -7,7 +7,17 @@ from typing import Any
 
 import numpy as np
 
-from .flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _graph, _op_names, _opcode, _read, _write
+from ..tflite_flatbuffer import (
+    _NP,
+    _buffer_array,
+    _code,
+    _drop_unused_tensors,
+    _graph,
+    _op_names,
+    _opcode,
+    _read,
+    _write,
+)
 
 
 def grouped_conv_to_depthwise(data: bytes) -> tuple[bytes, int]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _graph, _op_names, _read, _write
+from ..tflite_flatbuffer import _NP, _buffer_array, _code, _drop_unused_tensors, _graph, _op_names, _read, _write
 
 _UNARY = {"HARD_SWISH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "LEAKY_RELU", "ABS",
           "NEG", "EXP", "SQRT", "RSQRT", "ELU", "GELU", "QUANTIZE", "DEQUANTIZE", "CAST", "FLOOR", "CEIL",
